@@ -1,0 +1,202 @@
+#include "agent_server.h"
+
+#include <QCborArray>
+#include <QCoreApplication>
+#include <QJsonObject>
+#include <QLoggingCategory>
+#include <QTcpSocket>
+
+Q_LOGGING_CATEGORY(lcAgent, "dlion.agent")
+
+namespace dlion::agent {
+
+using protocol::FramedConnection;
+using protocol::MessageType;
+
+namespace {
+constexpr int kFlushIntervalMs = 100;
+constexpr int kHeartbeatIntervalMs = 1000;
+
+void append(protocol::TelemetryBatch &to, protocol::TelemetryBatch &&from)
+{
+    to.rounds += std::move(from.rounds);
+    to.evals += std::move(from.evals);
+    to.merges += std::move(from.merges);
+}
+} // namespace
+
+AgentServer::AgentServer(Options options, QObject *parent) : QObject(parent), m_options(std::move(options))
+{
+    connect(&m_server, &QTcpServer::newConnection, this, &AgentServer::onNewConnection);
+    m_flushTimer.setInterval(kFlushIntervalMs);
+    connect(&m_flushTimer, &QTimer::timeout, this, &AgentServer::flushTelemetry);
+    m_flushTimer.start();
+    m_heartbeatTimer.setInterval(kHeartbeatIntervalMs);
+    connect(&m_heartbeatTimer, &QTimer::timeout, this, [this] {
+        if (m_controller && m_controller->state() == FramedConnection::State::Ready)
+            m_controller->send(MessageType::Heartbeat, QCborMap{{"state", m_runner ? m_runner->state() : "idle"}});
+    });
+    m_heartbeatTimer.start();
+    m_graceTimer.setSingleShot(true);
+    connect(&m_graceTimer, &QTimer::timeout, this, [this] {
+        if (m_runner && m_runner->isRunning()) {
+            qCWarning(lcAgent) << "no controller reattached within" << m_options.graceS << "s; stopping the job";
+            m_runner->worker().requestStop();
+        }
+    });
+}
+
+AgentServer::~AgentServer() = default;
+
+bool AgentServer::listen(QString *error)
+{
+    if (m_server.listen(m_options.address, m_options.port))
+        return true;
+    *error = QStringLiteral("cannot listen on %1:%2: %3")
+                 .arg(m_options.address.toString())
+                 .arg(m_options.port)
+                 .arg(m_server.errorString());
+    return false;
+}
+
+void AgentServer::onNewConnection()
+{
+    while (QTcpSocket *socket = m_server.nextPendingConnection()) {
+        auto *conn = new FramedConnection(socket, FramedConnection::Role::Agent, m_options.secret, this);
+        connect(conn, &FramedConnection::closed, conn, &QObject::deleteLater);
+        connect(conn, &FramedConnection::ready, this, [this, conn] {
+            if (m_controller && m_controller != conn) {
+                qCInfo(lcAgent) << "a new controller replaces the previous one";
+                m_controller->close();
+            }
+            m_controller = conn;
+            m_graceTimer.stop();
+            connect(conn, &FramedConnection::frameReceived, this, &AgentServer::onFrame);
+            connect(conn, &FramedConnection::closed, this, &AgentServer::onControllerClosed);
+            qCInfo(lcAgent).noquote() << "controller attached from" << conn->peerName();
+            sendStatus();
+            flushTelemetry();
+            if (!m_finished.isEmpty() && !(m_runner && m_runner->isRunning()))
+                conn->send(MessageType::Finished, m_finished);
+        });
+        conn->start();
+    }
+}
+
+void AgentServer::onControllerClosed()
+{
+    if (sender() != m_controller.data())
+        return;
+    m_controller.clear();
+    if (m_runner && m_runner->isRunning()) {
+        qCWarning(lcAgent) << "controller detached; waiting" << m_options.graceS << "s for it to reattach";
+        m_graceTimer.start(m_options.graceS * 1000);
+    }
+}
+
+void AgentServer::onFrame(const protocol::Frame &frame)
+{
+    switch (frame.type) {
+    case MessageType::Job:
+        return startJob(frame.body);
+    case MessageType::Command:
+        return handleCommand(frame.body);
+    case MessageType::Heartbeat:
+        return;
+    default:
+        return sendError(QStringLiteral("unexpected %1 message").arg(QLatin1String(messageTypeName(frame.type))));
+    }
+}
+
+void AgentServer::startJob(const QCborMap &body)
+{
+    if (m_runner && m_runner->isRunning())
+        return sendError(QStringLiteral("a job is already running on this agent; stop it first"));
+    QString error;
+    const auto spec = protocol::JobSpec::fromJson(body.toJsonObject(), &error);
+    if (!spec)
+        return sendError(QStringLiteral("invalid job: %1").arg(error));
+    m_runner.reset();
+    m_finished.clear();
+    m_backlog.clear();
+    const QString host = m_options.address == QHostAddress::Any || m_options.address == QHostAddress::AnyIPv6
+        ? QString()
+        : m_options.address.toString();
+    m_runner = std::make_unique<JobRunner>(*spec, host.toStdString());
+    connect(m_runner.get(), &JobRunner::stateChanged, this, [this] { sendStatus(); });
+    connect(m_runner.get(), &JobRunner::finished, this, &AgentServer::onJobFinished);
+    qCInfo(lcAgent).noquote() << "starting job: strategy" << spec->strategy << "rank" << spec->rank << "of" << spec->world;
+    m_runner->start();
+}
+
+void AgentServer::handleCommand(const QCborMap &body)
+{
+    const QString cmd = body.value("cmd").toString();
+    if (cmd == QLatin1String("shutdown")) {
+        if (m_runner && m_runner->isRunning()) {
+            m_shutdownAfterJob = true;
+            m_runner->worker().requestStop();
+        } else {
+            Q_EMIT shutdownRequested();
+        }
+        return;
+    }
+    if (!m_runner || !m_runner->isRunning())
+        return sendError(QStringLiteral("command \"%1\" needs a running job").arg(cmd));
+    engine::Worker &w = m_runner->worker();
+    if (cmd == QLatin1String("stop"))
+        w.requestStop();
+    else if (cmd == QLatin1String("pause"))
+        w.setPaused(true);
+    else if (cmd == QLatin1String("resume"))
+        w.setPaused(false);
+    else if (cmd == QLatin1String("merge_now"))
+        w.requestMerge();
+    else if (cmd == QLatin1String("set_slowdown") && body.value("value").toDouble() >= 1)
+        w.setSlowdown(body.value("value").toDouble());
+    else
+        sendError(QStringLiteral("unknown or malformed command \"%1\"").arg(cmd));
+}
+
+void AgentServer::flushTelemetry()
+{
+    if (m_runner)
+        append(m_backlog, m_runner->takeTelemetry());
+    if (m_backlog.isEmpty() || !m_controller || m_controller->state() != FramedConnection::State::Ready)
+        return;
+    m_controller->send(MessageType::Telemetry, protocol::toCbor(m_backlog));
+    m_backlog.clear();
+}
+
+void AgentServer::sendStatus(const QString &message)
+{
+    if (m_controller)
+        m_controller->send(MessageType::Status,
+                           QCborMap{{"state", m_runner ? m_runner->state() : QStringLiteral("idle")}, {"message", message}});
+}
+
+void AgentServer::sendError(const QString &message)
+{
+    qCWarning(lcAgent).noquote() << message;
+    if (m_controller)
+        m_controller->send(MessageType::Error, QCborMap{{"message", message}});
+}
+
+void AgentServer::onJobFinished(bool ok, const QString &message, const engine::WorkerResult &result)
+{
+    flushTelemetry();
+    m_finished = QCborMap{{"ok", ok},
+                          {"message", message},
+                          {"rounds", result.rounds},
+                          {"seconds", result.seconds},
+                          {"samples", result.samples},
+                          {"stopped_by_request", result.stoppedByRequest},
+                          {"final_accuracy", result.finalEval.globalAccuracy},
+                          {"final_local_accuracy", result.finalEval.accuracy}};
+    if (m_controller)
+        m_controller->send(MessageType::Finished, m_finished);
+    if (m_shutdownAfterJob)
+        Q_EMIT shutdownRequested();
+}
+
+} // namespace dlion::agent

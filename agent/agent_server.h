@@ -1,0 +1,66 @@
+#pragma once
+
+#include "job_runner.h"
+
+#include <framed_connection.h>
+
+#include <QHostAddress>
+#include <QObject>
+#include <QPointer>
+#include <QTcpServer>
+#include <QTimer>
+
+#include <memory>
+
+namespace dlion::agent {
+
+// The control server of a dlion-agent: accepts authenticated controllers,
+// runs one job at a time and streams its telemetry.
+//
+// A controller that connects and authenticates replaces the previous one
+// (so a restarted control center can reattach). While no controller is
+// attached, telemetry is kept and delivered on reattach; if none reattaches
+// within the grace period the job is stopped.
+class AgentServer : public QObject {
+    Q_OBJECT
+public:
+    struct Options {
+        QHostAddress address = QHostAddress::LocalHost;
+        quint16 port = 0;
+        QByteArray secret;
+        int graceS = 30;
+    };
+
+    explicit AgentServer(Options options, QObject *parent = nullptr);
+    ~AgentServer() override;
+
+    bool listen(QString *error);
+    quint16 port() const { return m_server.serverPort(); }
+
+Q_SIGNALS:
+    void shutdownRequested();
+
+private:
+    void onNewConnection();
+    void onFrame(const protocol::Frame &frame);
+    void onControllerClosed();
+    void startJob(const QCborMap &body);
+    void handleCommand(const QCborMap &body);
+    void flushTelemetry();
+    void sendStatus(const QString &message = {});
+    void sendError(const QString &message);
+    void onJobFinished(bool ok, const QString &message, const engine::WorkerResult &result);
+
+    Options m_options;
+    QTcpServer m_server;
+    QPointer<protocol::FramedConnection> m_controller;
+    std::unique_ptr<JobRunner> m_runner;
+    protocol::TelemetryBatch m_backlog;
+    QCborMap m_finished;  // last job's outcome, re-sent to a reattaching controller
+    QTimer m_flushTimer;
+    QTimer m_heartbeatTimer;
+    QTimer m_graceTimer;
+    bool m_shutdownAfterJob = false;
+};
+
+} // namespace dlion::agent

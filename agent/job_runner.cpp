@@ -1,0 +1,92 @@
+#include "job_runner.h"
+
+#include <engine_error.h>
+
+#include <QLoggingCategory>
+#include <QMetaObject>
+#include <QPointer>
+
+Q_DECLARE_LOGGING_CATEGORY(lcAgent)
+
+namespace dlion::agent {
+
+JobRunner::JobRunner(protocol::JobSpec spec, std::string localHost, QObject *parent)
+    : QObject(parent), m_spec(std::move(spec))
+{
+    engine::WorkerHooks hooks;
+    hooks.round = [this](const protocol::RoundRecord &r) {
+        std::lock_guard lock(m_mutex);
+        m_pending.rounds.append(r);
+    };
+    hooks.eval = [this](const protocol::EvalRecord &e) {
+        std::lock_guard lock(m_mutex);
+        m_pending.evals.append(e);
+    };
+    hooks.merge = [this](const protocol::MergeEvent &m) {
+        std::lock_guard lock(m_mutex);
+        m_pending.merges.append(m);
+    };
+    hooks.state = [this](const QString &s) {
+        {
+            std::lock_guard lock(m_mutex);
+            m_state = s;
+        }
+        QMetaObject::invokeMethod(this, [this, s] { Q_EMIT stateChanged(s); }, Qt::QueuedConnection);
+    };
+    m_worker = std::make_unique<engine::Worker>(m_spec, std::move(localHost), std::move(hooks));
+}
+
+JobRunner::~JobRunner()
+{
+    if (m_thread.joinable()) {
+        // A worker blocked in a collective returns within the group timeout.
+        m_worker->requestStop();
+        m_thread.join();
+    }
+}
+
+void JobRunner::start()
+{
+    m_running = true;
+    m_thread = std::thread([this] {
+        bool ok = true;
+        QString message;
+        engine::WorkerResult result;
+        try {
+            result = m_worker->run();
+        } catch (const engine::EngineError &e) {
+            ok = false;
+            message = QString::fromStdString(e.what());
+        } catch (const std::exception &e) {
+            ok = false;
+            message = QStringLiteral("internal engine error: %1").arg(QString::fromStdString(e.what()));
+        }
+        if (!ok)
+            qCWarning(lcAgent).noquote() << "worker" << m_spec.rank << "failed:" << message;
+        QMetaObject::invokeMethod(
+            this,
+            [this, ok, message, result] {
+                if (m_thread.joinable())
+                    m_thread.join();
+                m_running = false;
+                Q_EMIT finished(ok, message, result);
+            },
+            Qt::QueuedConnection);
+    });
+}
+
+protocol::TelemetryBatch JobRunner::takeTelemetry()
+{
+    std::lock_guard lock(m_mutex);
+    protocol::TelemetryBatch out = std::move(m_pending);
+    m_pending.clear();
+    return out;
+}
+
+QString JobRunner::state() const
+{
+    std::lock_guard lock(m_mutex);
+    return m_state;
+}
+
+} // namespace dlion::agent

@@ -1,0 +1,90 @@
+// dlion-agent: one per node. Listens for an authenticated controller, runs
+// the training worker it is given, streams telemetry back.
+#include "agent_server.h"
+
+#include <QCommandLineParser>
+#include <QCoreApplication>
+#include <QFile>
+#include <QTextStream>
+
+#include <sys/prctl.h>
+
+#include <csignal>
+#include <cstdio>
+
+namespace {
+
+int fail(const QString &message, int code = 2)
+{
+    QTextStream(stderr) << "dlion-agent: " << message << "\n";
+    return code;
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+    QCoreApplication app(argc, argv);
+    QCoreApplication::setApplicationName(QStringLiteral("dlion-agent"));
+    QCoreApplication::setApplicationVersion(QStringLiteral(DLION_VERSION));
+    qRegisterMetaType<dlion::engine::WorkerResult>();
+
+    QCommandLineParser parser;
+    parser.setApplicationDescription(
+        QStringLiteral("DLion training agent. Waits on HOST:PORT for a controller (dlion or dlion-studio)\n"
+                       "that proves it holds the run secret, then trains the job it is sent.\n\n"
+                       "The secret is read from the environment variable DLION_SECRET, or from\n"
+                       "--secret-file; it never appears on the command line."));
+    parser.addHelpOption();
+    parser.addVersionOption();
+    parser.addOption({"listen", "Address and port to listen on (port 0 picks a free one).", "HOST:PORT", "127.0.0.1:0"});
+    parser.addOption({"secret-file", "Read the run secret from FILE instead of $DLION_SECRET.", "FILE"});
+    parser.addOption({"grace", "Seconds a job keeps training after its controller detaches.", "SECONDS", "30"});
+    parser.addOption({"exit-with-parent", "Exit when the process that started this agent exits."});
+    parser.process(app);
+
+    if (parser.isSet("exit-with-parent")) {
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() == 1)
+            return fail(QStringLiteral("parent exited before the agent started"), 1);
+    }
+
+    dlion::agent::AgentServer::Options options;
+    const QString listen = parser.value("listen");
+    const int colon = listen.lastIndexOf(':');
+    bool portOk = false;
+    const uint port = colon > 0 ? listen.mid(colon + 1).toUInt(&portOk) : 0;
+    QString host = colon > 0 ? listen.left(colon) : QString();
+    if (host.startsWith('[') && host.endsWith(']'))
+        host = host.mid(1, host.size() - 2);
+    if (!portOk || port > 65535 || !options.address.setAddress(host))
+        return fail(QStringLiteral("--listen \"%1\" is not HOST:PORT with a numeric address (e.g. 127.0.0.1:7070)").arg(listen));
+    options.port = quint16(port);
+
+    bool graceOk = false;
+    options.graceS = parser.value("grace").toInt(&graceOk);
+    if (!graceOk || options.graceS < 0)
+        return fail(QStringLiteral("--grace must be a whole number of seconds"));
+
+    if (parser.isSet("secret-file")) {
+        QFile f(parser.value("secret-file"));
+        if (!f.open(QIODevice::ReadOnly))
+            return fail(QStringLiteral("cannot read secret file %1: %2").arg(f.fileName(), f.errorString()));
+        options.secret = f.readAll().trimmed();
+    } else {
+        options.secret = qgetenv("DLION_SECRET");
+    }
+    if (options.secret.size() < 16)
+        return fail(QStringLiteral("no run secret (at least 16 characters): set DLION_SECRET or pass --secret-file"));
+
+    dlion::agent::AgentServer server(options);
+    QString error;
+    if (!server.listen(&error))
+        return fail(error, 1);
+    QObject::connect(&server, &dlion::agent::AgentServer::shutdownRequested, &app, &QCoreApplication::quit,
+                     Qt::QueuedConnection);
+    // The controller that started us reads this line to learn the port.
+    std::printf("dlion-agent listening on %s:%u\n", qPrintable(options.address.toString()), unsigned(server.port()));
+    std::fflush(stdout);
+    return app.exec();
+}

@@ -1,0 +1,238 @@
+#include "run_command.h"
+
+#include <handshake.h>
+
+#include <QCommandLineParser>
+#include <QCoreApplication>
+#include <QDateTime>
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QStandardPaths>
+#include <QTextStream>
+
+#include <unistd.h>
+
+namespace dlion::cli {
+
+namespace {
+
+QTextStream &out()
+{
+    static QTextStream s(stdout);
+    return s;
+}
+
+QTextStream &err()
+{
+    static QTextStream s(stderr);
+    return s;
+}
+
+// Command-line flags and the job-file keys they override.
+struct FlagSpec {
+    const char *flag;
+    const char *key;
+    const char *value;
+    const char *help;
+    bool numeric;
+};
+
+const FlagSpec kFlags[] = {
+    {"workers", "workers", "N", "Number of local workers (default 4).", true},
+    {"strategy", "strategy", "NAME", "dlion, allreduce, gaia, ako or hop.", false},
+    {"model", "model", "NAME", "lenet5, mlp or cnn.", false},
+    {"dataset", "dataset", "NAME", "fashion-mnist, mnist, cifar10 or synthetic.", false},
+    {"data-dir", "data_dir", "DIR", "Dataset folder (default: the Debian package path).", false},
+    {"partition", "partition", "P", "iid or dirichlet:ALPHA.", false},
+    {"batch-size", "batch_size", "N", "Samples per worker per round.", true},
+    {"lr", "lr", "X", "Learning rate.", true},
+    {"seconds", "budget.seconds", "T", "Training time budget in seconds.", true},
+    {"epochs", "budget.epochs", "E", "Epochs over the whole training set.", true},
+    {"target-accuracy", "budget.target_accuracy", "A", "Stop once test accuracy reaches A (0-1).", true},
+    {"max-rounds", "budget.max_rounds", "N", "Stop after N rounds.", true},
+    {"eval-interval", "eval_interval_s", "S", "Seconds between evaluations.", true},
+    {"seed", "seed", "S", "Random seed.", true},
+    {"threads", "threads", "N", "Intra-op threads per worker.", true},
+    {"device", "device", "D", "cpu or cuda.", false},
+};
+
+} // namespace
+
+int RunCommand::exec(const QStringList &args)
+{
+    QCommandLineParser parser;
+    parser.setApplicationDescription(QStringLiteral(
+        "dlion run: train one model on a micro-cloud of workers.\n\n"
+        "Without --cluster, starts the embedded local cluster: N dlion-agent processes on\n"
+        "this machine. Flags override the job file. Writes DIR/summary.json.\n"
+        "Exit status: 0 success, 1 the run failed, 2 bad usage or configuration."));
+    parser.addHelpOption();
+    parser.addOption({"config", "Job file (JSON or YAML).", "FILE"});
+    parser.addOption({"slowdown", "Per-worker compute slowdown factors, e.g. 1,1,2,4.", "LIST"});
+    parser.addOption({"out", "Run directory (default: a new folder under the data directory).", "DIR"});
+    parser.addOption({"quiet", "Print only the summary."});
+    for (const FlagSpec &f : kFlags)
+        parser.addOption({QString::fromLatin1(f.flag), QString::fromLatin1(f.help), QString::fromLatin1(f.value)});
+    if (!parser.parse(args)) {
+        err() << "dlion run: " << parser.errorText() << "\n";
+        return 2;
+    }
+    if (parser.isSet("help")) {
+        out() << parser.helpText();
+        return 0;
+    }
+    if (!parser.positionalArguments().isEmpty()) {
+        err() << "dlion run: unexpected argument \"" << parser.positionalArguments().first() << "\"\n";
+        return 2;
+    }
+
+    QJsonObject overrides;
+    for (const FlagSpec &f : kFlags) {
+        if (!parser.isSet(f.flag))
+            continue;
+        const QString v = parser.value(f.flag);
+        if (f.numeric) {
+            bool ok = false;
+            const double d = v.toDouble(&ok);
+            if (!ok) {
+                err() << "dlion run: --" << f.flag << " \"" << v << "\" is not a number\n";
+                return 2;
+            }
+            overrides.insert(f.key, d);
+        } else {
+            overrides.insert(f.key, v);
+        }
+    }
+    if (parser.isSet("slowdown")) {
+        QJsonArray factors;
+        for (const QString &part : parser.value("slowdown").split(',')) {
+            bool ok = false;
+            factors.append(part.trimmed().toDouble(&ok));
+            if (!ok) {
+                err() << "dlion run: --slowdown \"" << parser.value("slowdown") << "\" is not a comma-separated list of numbers\n";
+                return 2;
+            }
+        }
+        overrides.insert("slowdown", factors);
+    }
+    QString error;
+    auto request = core::buildJob(parser.value("config"), overrides, &error);
+    if (!request) {
+        err() << "dlion run: " << error << "\n";
+        return 2;
+    }
+    m_request = *request;
+
+    QString outDir = parser.value("out");
+    if (outDir.isEmpty()) {
+        const QString base = QStandardPaths::writableLocation(QStandardPaths::GenericDataLocation) + "/dlion/runs";
+        outDir = base + "/" + QDateTime::currentDateTime().toString("yyyyMMdd-HHmmss") + "-" + m_request.spec.strategy;
+    }
+    m_outDir = QDir(outDir);
+    if (!m_outDir.mkpath(".")) {
+        err() << "dlion run: cannot create the run directory " << outDir << "\n";
+        return 2;
+    }
+
+    m_tty = isatty(STDOUT_FILENO) && !parser.isSet("quiet");
+    m_secret = protocol::handshake::makeSecret();
+    connect(&m_cluster, &core::LocalCluster::ready, this, &RunCommand::onClusterReady);
+    connect(&m_cluster, &core::LocalCluster::failed, this, [this](const QString &reason) {
+        err() << "dlion run: " << reason << "\n";
+        m_exitCode = 1;
+        QCoreApplication::exit(1);
+    });
+    connect(&m_session, &core::RunSession::logMessage, this, [](const QString &m) { err() << m << "\n"; err().flush(); });
+    connect(&m_session, &core::RunSession::finished, this, &RunCommand::onFinished);
+    if (!parser.isSet("quiet")) {
+        connect(&m_progressTimer, &QTimer::timeout, this, [this] { printProgress(); });
+        m_progressTimer.start(m_tty ? 1000 : 5000);
+    }
+    out() << "starting " << m_request.workers << " local workers ("
+          << m_request.spec.strategy << ", " << m_request.spec.model << " on " << m_request.spec.dataset << ")\n";
+    out().flush();
+    m_clock.start();
+    m_cluster.start(m_request.workers, m_secret);
+    return QCoreApplication::exec() == 0 ? m_exitCode : 1;
+}
+
+void RunCommand::onClusterReady()
+{
+    QList<core::AgentEndpoint> endpoints;
+    for (quint16 port : m_cluster.ports())
+        endpoints.append({QStringLiteral("127.0.0.1"), port});
+    m_session.start(m_request.spec, endpoints, m_secret, QStringLiteral("127.0.0.1"), core::pickFreePort());
+}
+
+void RunCommand::printProgress(bool force)
+{
+    const core::RunData &d = m_session.data();
+    if (d.workers() == 0 && !force)
+        return;
+    QString line = QStringLiteral("[%1 s]").arg(m_clock.elapsed() / 1000.0, 6, 'f', 1);
+    if (const auto e = d.lastGlobalEval())
+        line += QStringLiteral(" accuracy %1%").arg(100 * e->globalAccuracy, 5, 'f', 1);
+    double rate = 0;
+    QStringList perWorker;
+    for (int w = 0; w < d.workers(); ++w) {
+        const auto *r = d.lastRound(w);
+        if (!r) {
+            perWorker << QStringLiteral("w%1 %2").arg(w).arg(m_session.workerState(w));
+            continue;
+        }
+        rate += r->rate;
+        perWorker << QStringLiteral("w%1 %2/s b%3 loss %4").arg(w).arg(r->rate, 0, 'f', 0).arg(r->batch).arg(r->loss, 0, 'f', 3);
+    }
+    if (rate > 0)
+        line += QStringLiteral(" | %1 samples/s").arg(rate, 0, 'f', 0);
+    out() << line << " | " << perWorker.join(" | ") << "\n";
+    out().flush();
+}
+
+void RunCommand::onFinished(bool ok, const QString &message)
+{
+    m_progressTimer.stop();
+    m_session.shutdownAgents();
+    const QJsonObject summary = m_session.data().summary();
+    const QString path = m_outDir.filePath("summary.json");
+    QFile f(path);
+    if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate) || f.write(QJsonDocument(summary).toJson()) < 0) {
+        err() << "dlion run: cannot write " << path << ": " << f.errorString() << "\n";
+        QCoreApplication::exit(1);
+        return;
+    }
+    f.close();
+    const QJsonObject tta = summary.value("time_to_accuracy").toObject();
+    auto ttaText = [&](const char *key) {
+        const QJsonValue v = tta.value(key);
+        return v.isNull() ? QStringLiteral("not reached") : QStringLiteral("%1 s").arg(v.toDouble(), 0, 'f', 1);
+    };
+    out() << (ok ? "run finished" : "run FAILED") << ": final accuracy "
+          << QString::number(100 * summary.value("final_accuracy").toDouble(), 'f', 2) << "%, "
+          << QString::number(summary.value("samples_per_s").toDouble(), 'f', 0) << " samples/s, "
+          << "80% after " << ttaText("0.80") << ", 85% after " << ttaText("0.85") << ", "
+          << QString::number(summary.value("bytes_sent").toDouble() / 1e6, 'f', 1) << " MB sent\n";
+    if (!ok)
+        err() << "dlion run: " << message << "\n";
+    out() << "summary: " << QFileInfo(path).absoluteFilePath() << "\n";
+    out().flush();
+    m_exitCode = ok ? 0 : 1;
+    QCoreApplication::exit(0);
+}
+
+void RunCommand::interrupt()
+{
+    if (++m_interrupts > 1) {
+        err() << "dlion run: interrupted again, exiting now\n";
+        m_cluster.shutdown(0);
+        ::_exit(130);
+    }
+    err() << "dlion run: stopping the workers (Ctrl-C again to exit at once)\n";
+    if (m_session.state() == core::RunSession::State::Running)
+        m_session.stop();
+    else
+        QCoreApplication::exit(1);
+}
+
+} // namespace dlion::cli

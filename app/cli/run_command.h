@@ -1,0 +1,42 @@
+#pragma once
+
+#include <job_builder.h>
+#include <local_cluster.h>
+#include <run_session.h>
+
+#include <QDir>
+#include <QElapsedTimer>
+#include <QObject>
+#include <QStringList>
+#include <QTimer>
+
+namespace dlion::cli {
+
+// `dlion run`: trains a job on the embedded local cluster, shows progress,
+// writes DIR/summary.json. Exit status: 0 success, 1 failed run, 2 bad usage.
+class RunCommand : public QObject {
+    Q_OBJECT
+public:
+    int exec(const QStringList &args);
+
+    // Ctrl-C: the first asks the workers to stop cleanly, the second exits.
+    void interrupt();
+
+private:
+    void onClusterReady();
+    void printProgress(bool force = false);
+    void onFinished(bool ok, const QString &message);
+
+    core::JobRequest m_request;
+    QDir m_outDir;
+    QByteArray m_secret;
+    core::LocalCluster m_cluster;
+    core::RunSession m_session;
+    QTimer m_progressTimer;
+    QElapsedTimer m_clock;
+    bool m_tty = false;
+    int m_interrupts = 0;
+    int m_exitCode = 1;
+};
+
+} // namespace dlion::cli

@@ -1,0 +1,66 @@
+#pragma once
+
+#include <framed_connection.h>
+#include <telemetry.h>
+
+#include <QCborMap>
+#include <QElapsedTimer>
+#include <QLoggingCategory>
+#include <QObject>
+#include <QPointer>
+#include <QTimer>
+
+namespace dlion::core {
+
+Q_DECLARE_LOGGING_CATEGORY(lcSession)
+
+// The control center's link to one agent.
+//
+// States: Connecting -> Authenticating -> Ready -> (Finished | Lost).
+// `lost()` fires once with a reason when the connection cannot be made,
+// authentication fails, the connection drops, or the agent stays silent
+// longer than the heartbeat timeout.
+class AgentConnection : public QObject {
+    Q_OBJECT
+public:
+    enum class State { Connecting, Authenticating, Ready, Lost };
+
+    AgentConnection(int worker, QString host, quint16 port, QByteArray secret, QObject *parent = nullptr);
+
+    void open(int connectTimeoutMs = 10000);
+    bool sendJob(const QJsonObject &job);
+    bool sendCommand(const QString &cmd, const QCborMap &args = {});
+
+    int worker() const { return m_worker; }
+    QString endpoint() const { return QStringLiteral("%1:%2").arg(m_host).arg(m_port); }
+    State state() const { return m_state; }
+    QString agentState() const { return m_agentState; }
+    qint64 msSinceLastFrame() const { return m_lastFrame.isValid() ? m_lastFrame.elapsed() : -1; }
+    void setHeartbeatTimeout(int ms) { m_heartbeatTimeoutMs = ms; }
+
+Q_SIGNALS:
+    void ready();
+    void agentStateChanged(const QString &state);
+    void telemetry(const dlion::protocol::TelemetryBatch &batch);
+    void finished(const QCborMap &outcome);
+    void agentError(const QString &message);
+    void lost(const QString &reason);
+
+private:
+    void onFrame(const protocol::Frame &frame);
+    void markLost(const QString &reason);
+
+    int m_worker;
+    QString m_host;
+    quint16 m_port;
+    QByteArray m_secret;
+    State m_state = State::Connecting;
+    QString m_agentState;
+    QPointer<protocol::FramedConnection> m_conn;
+    QTimer m_connectTimer;
+    QTimer m_watchdog;
+    QElapsedTimer m_lastFrame;
+    int m_heartbeatTimeoutMs = 15000;
+};
+
+} // namespace dlion::core

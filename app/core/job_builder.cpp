@@ -1,0 +1,65 @@
+#include "job_builder.h"
+
+#include "structured_file.h"
+
+#include <QHostAddress>
+#include <QTcpServer>
+
+namespace dlion::core {
+
+std::optional<JobRequest> buildJob(const QString &jobFile, const QJsonObject &overrides, QString *error)
+{
+    QJsonObject job;
+    if (!jobFile.isEmpty()) {
+        auto loaded = readStructuredFile(jobFile, error);
+        if (!loaded)
+            return std::nullopt;
+        job = *loaded;
+    }
+    for (auto it = overrides.begin(); it != overrides.end(); ++it) {
+        const QStringList path = it.key().split('.');
+        if (path.size() == 2) {
+            QJsonObject inner = job.value(path[0]).toObject();
+            inner.insert(path[1], it.value());
+            job.insert(path[0], inner);
+        } else {
+            job.insert(it.key(), it.value());
+        }
+    }
+    JobRequest req;
+    const QJsonValue workers = job.value("workers");
+    if (!workers.isUndefined()) {
+        if (!workers.isDouble() || workers.toDouble() < 1 || workers.toDouble() > 64
+            || workers.toDouble() != double(workers.toInt())) {
+            *error = QStringLiteral("field \"workers\" must be a whole number from 1 to 64");
+            return std::nullopt;
+        }
+        req.workers = workers.toInt();
+    }
+    job.remove("workers");
+    if (!job.contains("budget"))
+        job.insert("budget", QJsonObject{{"seconds", 60}});
+    QString specError;
+    auto spec = protocol::JobSpec::fromJson(job, &specError);
+    if (!spec) {
+        *error = jobFile.isEmpty() ? specError : QStringLiteral("%1: %2").arg(jobFile, specError);
+        return std::nullopt;
+    }
+    if (!spec->slowdown.isEmpty() && spec->slowdown.size() != req.workers) {
+        *error = QStringLiteral("field \"slowdown\" lists %1 factors for %2 workers; give one per worker")
+                     .arg(spec->slowdown.size()).arg(req.workers);
+        return std::nullopt;
+    }
+    spec->world = req.workers;
+    req.spec = *spec;
+    return req;
+}
+
+quint16 pickFreePort(const QString &host)
+{
+    QTcpServer probe;
+    probe.listen(QHostAddress(host), 0);
+    return probe.serverPort();
+}
+
+} // namespace dlion::core

@@ -1,0 +1,122 @@
+#include "local_cluster.h"
+
+#include <QCoreApplication>
+#include <QDir>
+#include <QFileInfo>
+#include <QStandardPaths>
+
+namespace dlion::core {
+
+LocalCluster::LocalCluster(QObject *parent) : QObject(parent)
+{
+    m_startTimer.setSingleShot(true);
+    connect(&m_startTimer, &QTimer::timeout, this, [this] {
+        if (!m_failed) {
+            m_failed = true;
+            Q_EMIT failed(QStringLiteral("local agents did not start within the time limit (%1 of %2 ready)")
+                              .arg(m_ready).arg(m_procs.size()));
+        }
+    });
+}
+
+LocalCluster::~LocalCluster() { shutdown(0); }
+
+QString LocalCluster::agentProgram()
+{
+    const QString env = qEnvironmentVariable("DLION_AGENT");
+    if (!env.isEmpty())
+        return QFileInfo(env).isExecutable() ? env : QString();
+    const QString sibling = QDir(QCoreApplication::applicationDirPath()).filePath(QStringLiteral("dlion-agent"));
+    if (QFileInfo(sibling).isExecutable())
+        return sibling;
+    return QStandardPaths::findExecutable(QStringLiteral("dlion-agent"));
+}
+
+void LocalCluster::start(int workers, const QByteArray &secret, int startTimeoutMs)
+{
+    const QString program = agentProgram();
+    if (program.isEmpty()) {
+        m_failed = true;
+        Q_EMIT failed(QStringLiteral("dlion-agent not found next to %1 or on PATH; set DLION_AGENT to its path")
+                          .arg(QCoreApplication::applicationFilePath()));
+        return;
+    }
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.insert(QStringLiteral("DLION_SECRET"), QString::fromLatin1(secret));
+    m_ports = QList<quint16>(workers, 0);
+    m_stdout = QList<QByteArray>(workers);
+    for (int i = 0; i < workers; ++i) {
+        auto *p = new QProcess(this);
+        p->setProcessEnvironment(env);
+        p->setProcessChannelMode(QProcess::ForwardedErrorChannel);
+        connect(p, &QProcess::readyReadStandardOutput, this, [this, i] { onOutput(i); });
+        connect(p, &QProcess::finished, this, [this, i](int code, QProcess::ExitStatus) {
+            if (m_ports[i] == 0 && !m_failed) {
+                m_failed = true;
+                Q_EMIT failed(QStringLiteral("local agent %1 exited with status %2 before it was ready").arg(i).arg(code));
+            }
+            Q_EMIT agentExited(i, code);
+        });
+        m_procs.append(p);
+        p->start(program, {QStringLiteral("--listen"), QStringLiteral("127.0.0.1:0"), QStringLiteral("--exit-with-parent"),
+                           QStringLiteral("--grace"), QStringLiteral("0")});
+    }
+    m_startTimer.start(startTimeoutMs);
+}
+
+void LocalCluster::onOutput(int worker)
+{
+    QProcess *p = m_procs[worker];
+    m_stdout[worker] += p->readAllStandardOutput();
+    if (m_ports[worker] != 0)
+        return;
+    const int nl = int(m_stdout[worker].indexOf('\n'));
+    if (nl < 0)
+        return;
+    const QByteArray line = m_stdout[worker].left(nl);
+    const int colon = int(line.lastIndexOf(':'));
+    bool ok = false;
+    const uint port = colon > 0 ? line.mid(colon + 1).toUInt(&ok) : 0;
+    if (!ok || port == 0 || port > 65535) {
+        if (!m_failed) {
+            m_failed = true;
+            Q_EMIT failed(QStringLiteral("local agent %1 printed an unexpected first line: %2").arg(worker).arg(QString::fromUtf8(line)));
+        }
+        return;
+    }
+    m_ports[worker] = quint16(port);
+    if (++m_ready == m_procs.size() && !m_failed) {
+        m_startTimer.stop();
+        Q_EMIT ready();
+    }
+}
+
+qint64 LocalCluster::pid(int worker) const
+{
+    return worker >= 0 && worker < m_procs.size() ? m_procs[worker]->processId() : 0;
+}
+
+void LocalCluster::kill(int worker)
+{
+    if (worker >= 0 && worker < m_procs.size())
+        m_procs[worker]->kill();
+}
+
+void LocalCluster::shutdown(int graceMs)
+{
+    for (QProcess *p : std::as_const(m_procs)) {
+        if (p->state() != QProcess::NotRunning)
+            p->terminate();
+    }
+    for (QProcess *p : std::as_const(m_procs)) {
+        if (p->state() != QProcess::NotRunning && !p->waitForFinished(graceMs)) {
+            p->kill();
+            p->waitForFinished(1000);
+        }
+        p->disconnect(this);
+    }
+    qDeleteAll(m_procs);
+    m_procs.clear();
+}
+
+} // namespace dlion::core

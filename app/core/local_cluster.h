@@ -1,0 +1,52 @@
+#pragma once
+
+#include <QList>
+#include <QObject>
+#include <QProcess>
+#include <QTimer>
+
+namespace dlion::core {
+
+// The embedded micro-cloud: N dlion-agent processes on loopback.
+//
+// Each agent is started with --listen 127.0.0.1:0 --exit-with-parent and the
+// run secret in its environment; the port it prints is collected. `ready()`
+// fires when all have reported, `failed()` once if any cannot start. The
+// agents end with this object (terminate, then kill after a grace period)
+// and, through the parent-death signal, with this process.
+class LocalCluster : public QObject {
+    Q_OBJECT
+public:
+    explicit LocalCluster(QObject *parent = nullptr);
+    ~LocalCluster() override;
+
+    // Where dlion-agent is: $DLION_AGENT, else next to this executable,
+    // else on PATH. Empty if not found.
+    static QString agentProgram();
+
+    void start(int workers, const QByteArray &secret, int startTimeoutMs = 30000);
+    void shutdown(int graceMs = 3000);
+
+    QList<quint16> ports() const { return m_ports; }
+    int size() const { return int(m_procs.size()); }
+    qint64 pid(int worker) const;
+    // Kills one agent (SIGKILL): for tests of worker loss.
+    void kill(int worker);
+
+Q_SIGNALS:
+    void ready();
+    void failed(const QString &reason);
+    void agentExited(int worker, int exitCode);
+
+private:
+    void onOutput(int worker);
+
+    QList<QProcess *> m_procs;
+    QList<quint16> m_ports;
+    QList<QByteArray> m_stdout;
+    int m_ready = 0;
+    bool m_failed = false;
+    QTimer m_startTimer;
+};
+
+} // namespace dlion::core

@@ -1,0 +1,75 @@
+#pragma once
+
+#include "agent_connection.h"
+#include "run_data.h"
+
+#include <QList>
+#include <QObject>
+
+namespace dlion::core {
+
+struct AgentEndpoint {
+    QString host;
+    quint16 port = 0;
+};
+
+// One distributed training run driven from the control center.
+//
+// Connects to every agent, gives each its rank of the job, relays user
+// commands to all of them, and gathers their telemetry into RunData. The run
+// ends when every agent has reported its outcome (`finished(true)`), or when
+// an agent fails or is lost (`finished(false, reason)`), after which the
+// others are told to stop. Signals carry no data the RunData does not hold,
+// so a view can be rebuilt from `data()` at any time.
+class RunSession : public QObject {
+    Q_OBJECT
+public:
+    enum class State { Idle, Connecting, Running, Stopping, Finished, Failed };
+    Q_ENUM(State)
+
+    explicit RunSession(QObject *parent = nullptr);
+
+    // `job` is the template; placement fields are filled per agent. Rank 0's
+    // agent hosts the rendezvous at rendezvousHost:rendezvousPort.
+    void start(const protocol::JobSpec &job, const QList<AgentEndpoint> &agents, const QByteArray &secret,
+               const QString &rendezvousHost, quint16 rendezvousPort);
+    void stop();
+    void pause();
+    void resume();
+    void mergeNow();
+    void setSlowdown(int worker, double factor);
+    // Asks every agent process to exit (after its job ends).
+    void shutdownAgents();
+
+    State state() const { return m_state; }
+    const RunData &data() const { return m_data; }
+    QString workerState(int worker) const;
+
+Q_SIGNALS:
+    void stateChanged(dlion::core::RunSession::State state);
+    void telemetryArrived();
+    void workerStateChanged(int worker, const QString &state);
+    void mergeObserved(const dlion::protocol::MergeEvent &event);
+    void logMessage(const QString &message);
+    void finished(bool ok, const QString &message);
+
+private:
+    void setState(State s);
+    void broadcast(const QString &cmd, const QCborMap &args = {});
+    void onAgentReady();
+    void onAgentFinished(int worker, const QCborMap &outcome);
+    void onAgentLost(int worker, const QString &reason);
+    void finish(bool ok, const QString &message);
+
+    State m_state = State::Idle;
+    protocol::JobSpec m_job;
+    QList<AgentConnection *> m_agents;
+    QStringList m_workerStates;
+    QList<bool> m_done;
+    RunData m_data;
+    QString m_rendezvousHost;
+    quint16 m_rendezvousPort = 0;
+    QString m_failure;
+};
+
+} // namespace dlion::core

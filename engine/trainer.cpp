@@ -1,0 +1,176 @@
+#include "trainer.h"
+
+#include "dataset_source.h"
+#include "engine_error.h"
+#include "partitioner.h"
+
+#include <torch/nn/functional/loss.h>
+#include <torch/utils.h>
+
+#include <cmath>
+#include <numeric>
+
+namespace dlion::engine {
+
+namespace {
+
+// Bytes -> normalised float NCHW tensor, only for the selected samples.
+torch::Tensor toImages(const RawDataset &d, const std::vector<std::int64_t> &indices)
+{
+    const std::int64_t px = d.sampleBytes();
+    auto out = torch::empty({std::int64_t(indices.size()), d.channels, d.height, d.width});
+    float *dst = out.data_ptr<float>();
+    const float scale = 1.f / (255.f * d.std);
+    const float shift = d.mean / d.std;
+    for (std::size_t i = 0; i < indices.size(); ++i) {
+        const std::uint8_t *src = d.pixels.data() + indices[i] * px;
+        for (std::int64_t j = 0; j < px; ++j)
+            *dst++ = float(src[j]) * scale - shift;
+    }
+    return out;
+}
+
+torch::Tensor toLabels(const RawDataset &d, const std::vector<std::int64_t> &indices)
+{
+    auto out = torch::empty({std::int64_t(indices.size())}, torch::kLong);
+    auto *dst = out.data_ptr<std::int64_t>();
+    for (std::size_t i = 0; i < indices.size(); ++i)
+        dst[i] = d.labels[std::size_t(indices[i])];
+    return out;
+}
+
+// Makes every parameter (and its gradient) a view into one flat buffer.
+void flatten(Model &model, torch::Tensor *params, torch::Tensor *grads)
+{
+    std::int64_t total = 0;
+    for (const auto &p : model.parameters())
+        total += p.numel();
+    *params = torch::empty({total});
+    *grads = torch::zeros({total});
+    std::int64_t offset = 0;
+    torch::NoGradGuard noGrad;
+    for (auto &p : model.parameters()) {
+        const std::int64_t n = p.numel();
+        auto view = params->narrow(0, offset, n).view_as(p);
+        view.copy_(p);
+        p.set_data(view);
+        p.mutable_grad() = grads->narrow(0, offset, n).view_as(p);
+        offset += n;
+    }
+}
+
+} // namespace
+
+Trainer::Trainer(const protocol::JobSpec &spec) : m_spec(spec), m_rng(spec.seed * 7919 + std::uint64_t(spec.rank))
+{
+    const std::string dir = spec.dataDir.toStdString();
+    const RawDataset train = loadDataset(spec.dataset.toStdString(), dir, Split::Train);
+    // The last samples form a held-out set common to all workers (DKT's
+    // yardstick); the rest is partitioned.
+    const std::int64_t heldOut = std::min<std::int64_t>(1000, train.size / 10);
+    m_globalTrainSize = train.size - heldOut;
+    const std::vector<std::uint8_t> labels(train.labels.begin(), train.labels.end() - heldOut);
+    const auto parts = partitionIndices(labels, train.classes, spec.world, spec.dirichletAlpha(), spec.seed);
+    const auto &mine = parts[std::size_t(spec.rank)];
+    m_trainX = toImages(train, mine);
+    m_trainY = toLabels(train, mine);
+    std::vector<std::int64_t> held(static_cast<std::size_t>(heldOut));
+    std::iota(held.begin(), held.end(), m_globalTrainSize);
+    m_heldX = toImages(train, held);
+    m_heldY = toLabels(train, held);
+
+    const RawDataset test = loadDataset(spec.dataset.toStdString(), dir, Split::Test);
+    // Test shard: every world-th sample of the first eval_samples, so the
+    // shards of all workers together cover the evaluation set exactly once.
+    const std::int64_t limit = std::min<std::int64_t>(spec.evalSamples, test.size);
+    std::vector<std::int64_t> shard;
+    for (std::int64_t i = spec.rank; i < limit; i += spec.world)
+        shard.push_back(i);
+    m_testX = toImages(test, shard);
+    m_testY = toLabels(test, shard);
+
+    // Same seed on every worker: replicas start identical.
+    torch::manual_seed(spec.seed);
+    m_model = makeModel(spec.model.toStdString(), train.channels, train.height, train.width, train.classes);
+    flatten(*m_model, &m_params, &m_grad);
+    m_optimizer = std::make_unique<torch::optim::SGD>(
+        m_model->parameters(),
+        torch::optim::SGDOptions(spec.lr).momentum(spec.momentum).weight_decay(spec.weightDecay));
+    m_cursor = m_trainX.size(0);  // the first batch shuffles
+}
+
+torch::Tensor Trainer::nextBatchIndices(std::int64_t samples)
+{
+    const std::int64_t n = m_trainX.size(0);
+    samples = std::min(samples, n);
+    if (m_cursor + samples > n) {
+        // New local epoch: reshuffle (deterministic per worker and seed).
+        std::vector<std::int64_t> order(static_cast<std::size_t>(n));
+        std::iota(order.begin(), order.end(), 0);
+        std::shuffle(order.begin(), order.end(), m_rng);
+        m_order = torch::tensor(order, torch::kLong);
+        m_cursor = 0;
+    }
+    auto idx = m_order.narrow(0, m_cursor, samples);
+    m_cursor += samples;
+    return idx;
+}
+
+double Trainer::computeGradient(std::int64_t samples)
+{
+    m_model->train();
+    const auto idx = nextBatchIndices(std::max<std::int64_t>(samples, 1));
+    const auto x = m_trainX.index_select(0, idx);
+    const auto y = m_trainY.index_select(0, idx);
+    m_grad.zero_();
+    auto loss = torch::nn::functional::cross_entropy(m_model->forward(x), y);
+    loss.backward();
+    return loss.item<double>();
+}
+
+void Trainer::step()
+{
+    // lr schedule "step:ROUNDS:GAMMA" multiplies lr by GAMMA every ROUNDS rounds.
+    double lr = m_spec.lr;
+    if (m_spec.lrSchedule.startsWith(QLatin1String("step:"))) {
+        const QStringList parts = m_spec.lrSchedule.split(':');
+        lr *= std::pow(parts[2].toDouble(), double(m_round / parts[1].toLongLong()));
+    }
+    for (auto &group : m_optimizer->param_groups())
+        static_cast<torch::optim::SGDOptions &>(group.options()).lr(lr);
+    m_optimizer->step();
+    ++m_round;
+}
+
+EvalResult Trainer::evaluateOn(const torch::Tensor &x, const torch::Tensor &y)
+{
+    torch::NoGradGuard noGrad;
+    m_model->eval();
+    EvalResult r;
+    constexpr std::int64_t kChunk = 1000;
+    for (std::int64_t off = 0; off < x.size(0); off += kChunk) {
+        const std::int64_t n = std::min(kChunk, x.size(0) - off);
+        const auto logits = m_model->forward(x.narrow(0, off, n));
+        const auto yy = y.narrow(0, off, n);
+        r.lossSum += torch::nn::functional::cross_entropy(
+                         logits, yy, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
+                         .item<double>();
+        r.correct += logits.argmax(1).eq(yy).sum().item<std::int64_t>();
+        r.count += n;
+    }
+    m_model->train();
+    return r;
+}
+
+EvalResult Trainer::evaluate()
+{
+    return evaluateOn(m_testX, m_testY);
+}
+
+EvalResult Trainer::evaluateHeldOut(std::int64_t samples)
+{
+    const std::int64_t n = std::min(samples, m_heldX.size(0));
+    return evaluateOn(m_heldX.narrow(0, 0, n), m_heldY.narrow(0, 0, n));
+}
+
+} // namespace dlion::engine

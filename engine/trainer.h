@@ -1,0 +1,69 @@
+#pragma once
+
+#include "models.h"
+
+#include <job_spec.h>
+
+#include <torch/optim/sgd.h>
+
+#include <cstdint>
+#include <memory>
+#include <random>
+
+namespace dlion::engine {
+
+struct EvalResult {
+    std::int64_t correct = 0;
+    std::int64_t count = 0;
+    double lossSum = 0;
+    double accuracy() const { return count ? double(correct) / double(count) : 0.0; }
+    double loss() const { return count ? lossSum / double(count) : 0.0; }
+};
+
+// One replica: this worker's data partition, its model and optimizer.
+//
+// Parameters and gradients each live in one flat buffer (the modules'
+// tensors are views into it), so strategies communicate and merge whole
+// models without copies.
+class Trainer {
+public:
+    // Loads the dataset, keeps partition `rank` of `world` and a test shard.
+    explicit Trainer(const protocol::JobSpec &spec);
+
+    // Forward and backward on the next `samples` local samples; leaves their
+    // mean gradient in flatGrad(). Returns the mean loss.
+    double computeGradient(std::int64_t samples);
+    // SGD step (momentum, weight decay, lr schedule) with flatGrad().
+    void step();
+    // This replica on its shard of the test set (every world-th sample of
+    // the first eval_samples, so all shards together cover it once).
+    EvalResult evaluate();
+    // This replica on the held-out training samples every worker shares
+    // (the yardstick DKT compares replicas with).
+    EvalResult evaluateHeldOut(std::int64_t samples);
+
+    torch::Tensor &flatParams() { return m_params; }
+    torch::Tensor &flatGrad() { return m_grad; }
+    std::int64_t parameterCount() const { return m_params.numel(); }
+    std::int64_t localTrainSize() const { return m_trainX.size(0); }
+    std::int64_t globalTrainSize() const { return m_globalTrainSize; }
+    std::int64_t round() const { return m_round; }
+    Model &model() { return *m_model; }
+
+private:
+    torch::Tensor nextBatchIndices(std::int64_t samples);
+    EvalResult evaluateOn(const torch::Tensor &x, const torch::Tensor &y);
+
+    protocol::JobSpec m_spec;
+    std::shared_ptr<Model> m_model;
+    std::unique_ptr<torch::optim::SGD> m_optimizer;
+    torch::Tensor m_params, m_grad;
+    torch::Tensor m_trainX, m_trainY, m_testX, m_testY, m_heldX, m_heldY;
+    torch::Tensor m_order;
+    std::int64_t m_cursor = 0;
+    std::int64_t m_round = 0;
+    std::int64_t m_globalTrainSize = 0;
+    std::mt19937_64 m_rng;
+};
+
+} // namespace dlion::engine

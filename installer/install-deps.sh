@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package the build, the tests and the main job need.
+# Idempotent: apt-get skips what is already installed; safe to run twice.
+set -euo pipefail
+
+PACKAGES=(
+  # toolchain
+  build-essential cmake ninja-build ccache pkg-config git
+  # Qt 6
+  qt6-base-dev qt6-base-dev-tools libqt6sql6-sqlite qt6-svg-dev libgl-dev
+  # training engine
+  libtorch-dev libgloo-dev zlib1g-dev
+  # job and cluster files in YAML
+  libyaml-cpp-dev
+  # GUI plots, SSH deployment
+  libqcustomplot-dev libssh-dev
+  # data
+  dataset-fashion-mnist
+  # peer benchmarks (PyTorch reference runs)
+  python3 python3-torch
+  # tests: real sshd, network namespaces, headless display, PDF rendering
+  openssh-server openssh-client iproute2 xvfb xauth poppler-utils procps
+)
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+$SUDO apt-get install -y -q --no-install-recommends "${PACKAGES[@]}"

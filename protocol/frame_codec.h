@@ -1,0 +1,62 @@
+#pragma once
+
+#include "message_type.h"
+
+#include <QByteArray>
+#include <QCborMap>
+#include <QString>
+
+#include <optional>
+
+namespace dlion::protocol {
+
+struct Frame {
+    MessageType type = MessageType::Heartbeat;
+    QCborMap body;
+};
+
+// Length-prefixed, authenticated frames.
+//
+// Layout (big endian): magic "DLNF" | version u8 | flags u8 | type u16 |
+// seq u32 | length u32 | CBOR body (length bytes) | MAC (16 bytes).
+// MAC = HMAC-SHA256(key, header + body) truncated to 16 bytes. Before the
+// handshake completes the key is empty (integrity only); afterwards it is the
+// per-connection session key, so a frame from anyone without the run secret
+// is rejected. Sequence numbers count up from 0 per direction: a replayed,
+// dropped or reordered frame is an error. Any error poisons the decoder: the
+// connection must be closed.
+class FrameCodec {
+public:
+    static constexpr int kHeaderSize = 16;
+    static constexpr int kMacSize = 16;
+    static constexpr quint32 kDefaultMaxBody = 8u << 20;
+
+    explicit FrameCodec(quint32 maxBody = kDefaultMaxBody);
+
+    void setKey(const QByteArray &key) { m_key = key; }
+
+    QByteArray encode(const Frame &frame);
+
+    // Appends received bytes; returns false once the stream is invalid.
+    bool feed(const QByteArray &bytes);
+    // Decodes the next complete frame, if any, with the key set now (so a
+    // key change takes effect exactly at the frame boundary).
+    std::optional<Frame> next();
+    bool hasError() const { return !m_error.isEmpty(); }
+    QString errorString() const { return m_error; }
+
+private:
+    QByteArray mac(const QByteArray &data) const;
+    // Body length of the buffered frame once its header is complete and valid.
+    std::optional<quint32> checkHeader();
+    void fail(const QString &why);
+
+    quint32 m_maxBody;
+    QByteArray m_key;
+    quint32 m_sendSeq = 0;
+    quint32 m_recvSeq = 0;
+    QByteArray m_buffer;
+    QString m_error;
+};
+
+} // namespace dlion::protocol

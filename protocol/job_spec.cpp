@@ -1,0 +1,241 @@
+#include "job_spec.h"
+
+#include <QJsonArray>
+#include <QSet>
+#include <QStringList>
+
+#include <cmath>
+
+namespace dlion::protocol {
+
+namespace {
+
+const QStringList kStrategies = {"allreduce", "dlion", "gaia", "ako", "hop"};
+const QStringList kModels = {"lenet5", "mlp", "cnn"};
+const QStringList kDatasets = {"fashion-mnist", "mnist", "synthetic", "cifar10"};
+const QStringList kDevices = {"cpu", "cuda"};
+
+// Reads typed fields out of a JSON object, remembering the first error.
+class Reader {
+public:
+    Reader(const QJsonObject &o, QString prefix) : m_o(o), m_prefix(std::move(prefix)) {}
+
+    void str(const char *key, QString &out, const QStringList &allowed = {})
+    {
+        const QJsonValue v = m_o.value(QLatin1String(key));
+        if (v.isUndefined())
+            return;
+        if (!v.isString())
+            return fail(key, QStringLiteral("must be a string"));
+        if (!allowed.isEmpty() && !allowed.contains(v.toString()))
+            return fail(key, QStringLiteral("is \"%1\"; allowed: %2").arg(v.toString(), allowed.join(", ")));
+        out = v.toString();
+    }
+
+    template <typename T>
+    void num(const char *key, T &out, double lo, double hi)
+    {
+        const QJsonValue v = m_o.value(QLatin1String(key));
+        if (v.isUndefined())
+            return;
+        if (!v.isDouble())
+            return fail(key, QStringLiteral("must be a number"));
+        const double d = v.toDouble();
+        if (!std::isfinite(d) || d < lo || d > hi)
+            return fail(key, QStringLiteral("is %1; must be between %2 and %3").arg(d).arg(lo).arg(hi));
+        if constexpr (std::is_integral_v<T>) {
+            if (d != std::floor(d))
+                return fail(key, QStringLiteral("must be a whole number"));
+        }
+        out = T(d);
+    }
+
+    void object(const char *key, QJsonObject &out)
+    {
+        const QJsonValue v = m_o.value(QLatin1String(key));
+        if (v.isUndefined())
+            return;
+        if (!v.isObject())
+            return fail(key, QStringLiteral("must be an object"));
+        out = v.toObject();
+    }
+
+    void fail(const char *key, const QString &why)
+    {
+        if (m_error.isEmpty())
+            m_error = QStringLiteral("field \"%1%2\" %3").arg(m_prefix, QLatin1String(key), why);
+    }
+    void failRaw(const QString &message)
+    {
+        if (m_error.isEmpty())
+            m_error = message;
+    }
+    const QString &error() const { return m_error; }
+
+private:
+    QJsonObject m_o;
+    QString m_prefix;
+    QString m_error;
+};
+
+bool parseDirichlet(const QString &partition, double *alpha)
+{
+    if (partition == QLatin1String("iid")) {
+        *alpha = 0;
+        return true;
+    }
+    if (!partition.startsWith(QLatin1String("dirichlet:")))
+        return false;
+    bool ok = false;
+    const double a = partition.mid(10).toDouble(&ok);
+    if (!ok || !(a > 0) || !std::isfinite(a))
+        return false;
+    *alpha = a;
+    return true;
+}
+
+bool validSchedule(const QString &s)
+{
+    if (s == QLatin1String("constant"))
+        return true;
+    const QStringList parts = s.split(':');
+    if (parts.size() != 3 || parts[0] != QLatin1String("step"))
+        return false;
+    bool ok1 = false, ok2 = false;
+    const int every = parts[1].toInt(&ok1);
+    const double gamma = parts[2].toDouble(&ok2);
+    return ok1 && ok2 && every > 0 && gamma > 0 && gamma <= 1;
+}
+
+} // namespace
+
+double JobSpec::dirichletAlpha() const
+{
+    double a = 0;
+    parseDirichlet(partition, &a);
+    return a;
+}
+
+double JobSpec::slowdownFor(int worker) const
+{
+    return worker >= 0 && worker < slowdown.size() ? slowdown[worker] : 1.0;
+}
+
+QJsonObject JobSpec::toJson() const
+{
+    QJsonArray slow;
+    for (double f : slowdown)
+        slow.append(f);
+    return QJsonObject{
+        {"strategy", strategy},
+        {"model", model},
+        {"dataset", dataset},
+        {"data_dir", dataDir},
+        {"partition", partition},
+        {"batch_size", batchSize},
+        {"lr", lr},
+        {"momentum", momentum},
+        {"weight_decay", weightDecay},
+        {"lr_schedule", lrSchedule},
+        {"seed", double(seed)},
+        {"budget", QJsonObject{{"seconds", budget.seconds},
+                               {"epochs", budget.epochs},
+                               {"target_accuracy", budget.targetAccuracy},
+                               {"max_rounds", double(budget.maxRounds)}}},
+        {"eval_interval_s", evalIntervalS},
+        {"eval_samples", evalSamples},
+        {"threads", threads},
+        {"device", device},
+        {"slowdown", slow},
+        {"strategy_options", strategyOptions},
+        {"emulation", emulation},
+        {"rank", rank},
+        {"world", world},
+        {"rendezvous_host", rendezvousHost},
+        {"rendezvous_port", rendezvousPort},
+    };
+}
+
+std::optional<JobSpec> JobSpec::fromJson(const QJsonObject &json, QString *error)
+{
+    static const QSet<QString> known = {
+        "strategy", "model", "dataset", "data_dir", "partition", "batch_size", "lr", "momentum",
+        "weight_decay", "lr_schedule", "seed", "budget", "eval_interval_s", "eval_samples", "threads",
+        "device", "slowdown", "strategy_options", "emulation", "rank", "world", "rendezvous_host",
+        "rendezvous_port", "workers"};
+    JobSpec s;
+    Reader r(json, QString());
+    for (auto it = json.begin(); it != json.end(); ++it) {
+        if (!known.contains(it.key()))
+            r.failRaw(QStringLiteral("unknown field \"%1\" in the job (check its spelling)").arg(it.key()));
+    }
+    r.str("strategy", s.strategy, kStrategies);
+    r.str("model", s.model, kModels);
+    r.str("dataset", s.dataset, kDatasets);
+    r.str("data_dir", s.dataDir);
+    r.str("partition", s.partition);
+    if (double a = 0; !parseDirichlet(s.partition, &a))
+        r.fail("partition", QStringLiteral("is \"%1\"; use \"iid\" or \"dirichlet:ALPHA\" with ALPHA > 0").arg(s.partition));
+    r.num("batch_size", s.batchSize, 1, 65536);
+    r.num("lr", s.lr, 1e-9, 100);
+    r.num("momentum", s.momentum, 0, 0.999999);
+    r.num("weight_decay", s.weightDecay, 0, 1);
+    r.str("lr_schedule", s.lrSchedule);
+    if (!validSchedule(s.lrSchedule))
+        r.fail("lr_schedule", QStringLiteral("is \"%1\"; use \"constant\" or \"step:ROUNDS:GAMMA\"").arg(s.lrSchedule));
+    r.num("seed", s.seed, 0, 9007199254740991.0);
+    r.num("eval_interval_s", s.evalIntervalS, 0.05, 86400);
+    r.num("eval_samples", s.evalSamples, 1, 1e7);
+    r.num("threads", s.threads, 1, 256);
+    r.str("device", s.device, kDevices);
+    r.object("strategy_options", s.strategyOptions);
+    r.object("emulation", s.emulation);
+    r.num("rank", s.rank, 0, 4095);
+    r.num("world", s.world, 1, 4096);
+    r.str("rendezvous_host", s.rendezvousHost);
+    r.num("rendezvous_port", s.rendezvousPort, 0, 65535);
+
+    const QJsonValue budget = json.value("budget");
+    if (!budget.isUndefined() && !budget.isObject())
+        r.fail("budget", QStringLiteral("must be an object with seconds, epochs, target_accuracy or max_rounds"));
+    const QJsonObject b = budget.toObject();
+    Reader br(b, QStringLiteral("budget."));
+    for (auto it = b.begin(); it != b.end(); ++it) {
+        if (!QStringList{"seconds", "epochs", "target_accuracy", "max_rounds"}.contains(it.key()))
+            br.failRaw(QStringLiteral("unknown field \"budget.%1\" (allowed: seconds, epochs, target_accuracy, max_rounds)").arg(it.key()));
+    }
+    br.num("seconds", s.budget.seconds, 0, 1e7);
+    br.num("epochs", s.budget.epochs, 0, 1e6);
+    br.num("target_accuracy", s.budget.targetAccuracy, 0, 1);
+    br.num("max_rounds", s.budget.maxRounds, 0, 1e12);
+    if (!br.error().isEmpty())
+        r.failRaw(br.error());
+    if (s.budget.seconds <= 0 && s.budget.epochs <= 0 && s.budget.targetAccuracy <= 0 && s.budget.maxRounds <= 0)
+        r.failRaw(QStringLiteral("field \"budget\" sets no limit: give seconds, epochs, target_accuracy or max_rounds"));
+
+    const QJsonValue slow = json.value("slowdown");
+    if (!slow.isUndefined()) {
+        if (!slow.isArray()) {
+            r.fail("slowdown", QStringLiteral("must be a list of factors >= 1, one per worker"));
+        } else {
+            for (const QJsonValue &v : slow.toArray()) {
+                if (!v.isDouble() || !(v.toDouble() >= 1) || !std::isfinite(v.toDouble())) {
+                    r.fail("slowdown", QStringLiteral("must be a list of factors >= 1, one per worker"));
+                    break;
+                }
+                s.slowdown.append(v.toDouble());
+            }
+        }
+    }
+    if (s.rank >= s.world)
+        r.fail("rank", QStringLiteral("is %1 but world is %2").arg(s.rank).arg(s.world));
+
+    if (!r.error().isEmpty()) {
+        if (error)
+            *error = r.error();
+        return std::nullopt;
+    }
+    return s;
+}
+
+} // namespace dlion::protocol

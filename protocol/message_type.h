@@ -1,0 +1,28 @@
+#pragma once
+
+#include <cstdint>
+
+namespace dlion::protocol {
+
+// Wire version; a peer with another version is refused at the handshake.
+inline constexpr std::uint8_t kProtocolVersion = 1;
+
+enum class MessageType : std::uint16_t {
+    // Handshake (see handshake.h).
+    Hello = 1,     // agent -> controller: {version, nonce, agent}
+    Auth = 2,      // controller -> agent: {nonce, proof}
+    AuthOk = 3,    // agent -> controller: {proof}
+    // Control.
+    Job = 10,      // controller -> agent: JobSpec
+    Command = 11,  // controller -> agent: {cmd, ...}
+    Status = 12,   // agent -> controller: {state, message}
+    Telemetry = 13,  // agent -> controller: {rounds: [...], evals: [...], merges: [...]}
+    Finished = 14,   // agent -> controller: {ok, message, ...}
+    Error = 15,      // either way: {message}
+    Heartbeat = 16,  // either way: {}
+};
+
+bool isKnownMessageType(std::uint16_t value);
+const char *messageTypeName(MessageType type);
+
+} // namespace dlion::protocol

@@ -1,0 +1,178 @@
+#include "telemetry.h"
+
+#include <QCborArray>
+#include <QJsonArray>
+
+namespace dlion::protocol {
+
+namespace {
+
+QCborArray toArray(const std::vector<double> &v)
+{
+    QCborArray a;
+    for (double d : v)
+        a.append(d);
+    return a;
+}
+
+bool readArray(const QCborValue &v, std::vector<double> *out)
+{
+    if (v.isUndefined())
+        return true;
+    if (!v.isArray())
+        return false;
+    const QCborArray a = v.toArray();
+    out->reserve(a.size());
+    for (const QCborValue &x : a) {
+        if (!x.isDouble() && !x.isInteger())
+            return false;
+        out->push_back(x.toDouble());
+    }
+    return true;
+}
+
+QJsonArray toJsonArray(const std::vector<double> &v)
+{
+    QJsonArray a;
+    for (double d : v)
+        a.append(d);
+    return a;
+}
+
+// Field codes keep telemetry frames small; the JSON forms use full names.
+QCborMap encode(const RoundRecord &r)
+{
+    return QCborMap{{"w", r.worker}, {"r", r.round}, {"t", r.t}, {"b", r.batch}, {"sh", r.share},
+                    {"rt", r.rate}, {"cs", r.computeS}, {"ms", r.commS}, {"l", r.loss},
+                    {"sd", r.slowdown}, {"by", r.bytesSent}, {"bw", toArray(r.linkMbps)},
+                    {"fr", toArray(r.linkFraction)}};
+}
+
+bool decode(const QCborMap &m, RoundRecord *r)
+{
+    r->worker = int(m.value("w").toInteger());
+    r->round = m.value("r").toInteger();
+    r->t = m.value("t").toDouble();
+    r->batch = int(m.value("b").toInteger());
+    r->share = m.value("sh").toDouble();
+    r->rate = m.value("rt").toDouble();
+    r->computeS = m.value("cs").toDouble();
+    r->commS = m.value("ms").toDouble();
+    r->loss = m.value("l").toDouble();
+    r->slowdown = m.value("sd").toDouble(1.0);
+    r->bytesSent = m.value("by").toInteger();
+    return readArray(m.value("bw"), &r->linkMbps) && readArray(m.value("fr"), &r->linkFraction);
+}
+
+QCborMap encode(const EvalRecord &e)
+{
+    return QCborMap{{"w", e.worker}, {"r", e.round}, {"t", e.t}, {"a", e.accuracy}, {"l", e.loss},
+                    {"ga", e.globalAccuracy}, {"gl", e.globalLoss}, {"n", e.samples}, {"f", e.final}};
+}
+
+bool decode(const QCborMap &m, EvalRecord *e)
+{
+    e->worker = int(m.value("w").toInteger());
+    e->round = m.value("r").toInteger();
+    e->t = m.value("t").toDouble();
+    e->accuracy = m.value("a").toDouble();
+    e->loss = m.value("l").toDouble();
+    e->globalAccuracy = m.value("ga").toDouble();
+    e->globalLoss = m.value("gl").toDouble();
+    e->samples = int(m.value("n").toInteger());
+    e->final = m.value("f").toBool();
+    return true;
+}
+
+QCborMap encode(const MergeEvent &m)
+{
+    return QCborMap{{"r", m.round}, {"t", m.t}, {"fr", m.from}, {"to", m.to}, {"sb", m.scoreBefore},
+                    {"sf", m.scoreFrom}, {"al", m.alpha}, {"mn", m.manual}};
+}
+
+bool decode(const QCborMap &c, MergeEvent *m)
+{
+    m->round = c.value("r").toInteger();
+    m->t = c.value("t").toDouble();
+    m->from = int(c.value("fr").toInteger());
+    m->to = int(c.value("to").toInteger());
+    m->scoreBefore = c.value("sb").toDouble();
+    m->scoreFrom = c.value("sf").toDouble();
+    m->alpha = c.value("al").toDouble();
+    m->manual = c.value("mn").toBool();
+    return true;
+}
+
+template <typename T>
+QCborArray encodeList(const QList<T> &items)
+{
+    QCborArray a;
+    for (const T &item : items)
+        a.append(encode(item));
+    return a;
+}
+
+template <typename T>
+bool decodeList(const QCborValue &v, QList<T> *out)
+{
+    if (v.isUndefined())
+        return true;
+    if (!v.isArray())
+        return false;
+    for (const QCborValue &x : v.toArray()) {
+        if (!x.isMap())
+            return false;
+        T item;
+        if (!decode(x.toMap(), &item))
+            return false;
+        out->append(item);
+    }
+    return true;
+}
+
+} // namespace
+
+void TelemetryBatch::clear()
+{
+    rounds.clear();
+    evals.clear();
+    merges.clear();
+}
+
+QCborMap toCbor(const TelemetryBatch &batch)
+{
+    return QCborMap{{"rounds", encodeList(batch.rounds)},
+                    {"evals", encodeList(batch.evals)},
+                    {"merges", encodeList(batch.merges)}};
+}
+
+bool fromCbor(const QCborMap &map, TelemetryBatch *out)
+{
+    return decodeList(map.value("rounds"), &out->rounds) && decodeList(map.value("evals"), &out->evals)
+        && decodeList(map.value("merges"), &out->merges);
+}
+
+QJsonObject toJson(const RoundRecord &r)
+{
+    return QJsonObject{{"worker", r.worker}, {"round", r.round}, {"t", r.t}, {"batch", r.batch},
+                       {"share", r.share}, {"rate", r.rate}, {"compute_s", r.computeS},
+                       {"comm_s", r.commS}, {"loss", r.loss}, {"slowdown", r.slowdown},
+                       {"bytes_sent", r.bytesSent}, {"link_mbps", toJsonArray(r.linkMbps)},
+                       {"link_fraction", toJsonArray(r.linkFraction)}};
+}
+
+QJsonObject toJson(const EvalRecord &e)
+{
+    return QJsonObject{{"worker", e.worker}, {"round", e.round}, {"t", e.t}, {"accuracy", e.accuracy},
+                       {"loss", e.loss}, {"global_accuracy", e.globalAccuracy},
+                       {"global_loss", e.globalLoss}, {"samples", e.samples}, {"final", e.final}};
+}
+
+QJsonObject toJson(const MergeEvent &m)
+{
+    return QJsonObject{{"round", m.round}, {"t", m.t}, {"from", m.from}, {"to", m.to},
+                       {"score_before", m.scoreBefore}, {"score_from", m.scoreFrom},
+                       {"alpha", m.alpha}, {"manual", m.manual}};
+}
+
+} // namespace dlion::protocol

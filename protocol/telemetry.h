@@ -1,0 +1,69 @@
+#pragma once
+
+#include <QCborMap>
+#include <QJsonObject>
+#include <QList>
+#include <QString>
+
+#include <vector>
+
+namespace dlion::protocol {
+
+// One training round of one worker. Per-peer vectors are indexed by peer
+// rank (the worker's own entry is 0).
+struct RoundRecord {
+    int worker = 0;
+    qint64 round = 0;
+    double t = 0;          // seconds since the run's training start
+    int batch = 0;         // samples computed this round
+    double share = 0;      // batch / global batch
+    double rate = 0;       // measured compute rate, samples/s
+    double computeS = 0;   // forward + backward (+ emulated slowdown)
+    double commS = 0;      // gradient exchange
+    double loss = 0;
+    double slowdown = 1;
+    qint64 bytesSent = 0;
+    std::vector<double> linkMbps;      // estimated bandwidth per outgoing link
+    std::vector<double> linkFraction;  // fraction of the gradient sent per link
+};
+
+struct EvalRecord {
+    int worker = 0;
+    qint64 round = 0;
+    double t = 0;
+    double accuracy = 0;        // this worker's replica on its test shard
+    double loss = 0;
+    double globalAccuracy = 0;  // all workers' shards together
+    double globalLoss = 0;
+    int samples = 0;
+    bool final = false;
+};
+
+struct MergeEvent {
+    qint64 round = 0;
+    double t = 0;
+    int from = 0;  // the best worker
+    int to = 0;
+    double scoreBefore = 0;  // receiver's held-out accuracy before the merge
+    double scoreFrom = 0;    // best worker's held-out accuracy
+    double alpha = 0;
+    bool manual = false;
+};
+
+struct TelemetryBatch {
+    QList<RoundRecord> rounds;
+    QList<EvalRecord> evals;
+    QList<MergeEvent> merges;
+    bool isEmpty() const { return rounds.isEmpty() && evals.isEmpty() && merges.isEmpty(); }
+    void clear();
+};
+
+QCborMap toCbor(const TelemetryBatch &batch);
+// Lenient on missing fields, strict on shape: returns false on a wrong type.
+bool fromCbor(const QCborMap &map, TelemetryBatch *out);
+
+QJsonObject toJson(const RoundRecord &r);
+QJsonObject toJson(const EvalRecord &e);
+QJsonObject toJson(const MergeEvent &m);
+
+} // namespace dlion::protocol
