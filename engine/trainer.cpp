@@ -162,6 +162,16 @@ EvalResult Trainer::evaluateOn(const torch::Tensor &x, const torch::Tensor &y)
     return r;
 }
 
+std::uint64_t Trainer::parameterDigest() const
+{
+    const auto *p = static_cast<const unsigned char *>(m_params.data_ptr());
+    const std::size_t n = std::size_t(m_params.numel()) * sizeof(float);
+    std::uint64_t h = 1469598103934665603ull;
+    for (std::size_t i = 0; i < n; ++i)
+        h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+}
+
 EvalResult Trainer::evaluate()
 {
     return evaluateOn(m_testX, m_testY);

@@ -45,6 +45,8 @@ public:
     torch::Tensor &flatParams() { return m_params; }
     torch::Tensor &flatGrad() { return m_grad; }
     std::int64_t parameterCount() const { return m_params.numel(); }
+    // FNV-1a over the parameter bytes: equal digests mean identical replicas.
+    std::uint64_t parameterDigest() const;
     std::int64_t localTrainSize() const { return m_trainX.size(0); }
     std::int64_t globalTrainSize() const { return m_globalTrainSize; }
     std::int64_t round() const { return m_round; }

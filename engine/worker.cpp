@@ -209,6 +209,8 @@ WorkerResult Worker::run()
         rec.rate = meter.rate();
         rec.computeS = computeS;
         rec.slowdown = factor;
+        if (m_spec.verifyReplicas)
+            rec.paramDigest = trainer.parameterDigest();
         result.samples += batch;
         ++result.rounds;
         if (m_hooks.round)

@@ -50,6 +50,16 @@ public:
         out = T(d);
     }
 
+    void boolean(const char *key, bool &out)
+    {
+        const QJsonValue v = m_o.value(QLatin1String(key));
+        if (v.isUndefined())
+            return;
+        if (!v.isBool())
+            return fail(key, QStringLiteral("must be true or false"));
+        out = v.toBool();
+    }
+
     void object(const char *key, QJsonObject &out)
     {
         const QJsonValue v = m_o.value(QLatin1String(key));
@@ -146,6 +156,7 @@ QJsonObject JobSpec::toJson() const
         {"eval_samples", evalSamples},
         {"threads", threads},
         {"device", device},
+        {"verify_replicas", verifyReplicas},
         {"slowdown", slow},
         {"strategy_options", strategyOptions},
         {"emulation", emulation},
@@ -161,7 +172,7 @@ std::optional<JobSpec> JobSpec::fromJson(const QJsonObject &json, QString *error
     static const QSet<QString> known = {
         "strategy", "model", "dataset", "data_dir", "partition", "batch_size", "lr", "momentum",
         "weight_decay", "lr_schedule", "seed", "budget", "eval_interval_s", "eval_samples", "threads",
-        "device", "slowdown", "strategy_options", "emulation", "rank", "world", "rendezvous_host",
+        "device", "verify_replicas", "slowdown", "strategy_options", "emulation", "rank", "world", "rendezvous_host",
         "rendezvous_port", "workers"};
     JobSpec s;
     Reader r(json, QString());
@@ -188,6 +199,7 @@ std::optional<JobSpec> JobSpec::fromJson(const QJsonObject &json, QString *error
     r.num("eval_samples", s.evalSamples, 1, 1e7);
     r.num("threads", s.threads, 1, 256);
     r.str("device", s.device, kDevices);
+    r.boolean("verify_replicas", s.verifyReplicas);
     r.object("strategy_options", s.strategyOptions);
     r.object("emulation", s.emulation);
     r.num("rank", s.rank, 0, 4095);

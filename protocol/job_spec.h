@@ -37,6 +37,7 @@ struct JobSpec {
     int evalSamples = 10000;  // test samples per evaluation, split over workers
     int threads = 1;          // intra-op threads per worker
     QString device = QStringLiteral("cpu");
+    bool verifyReplicas = false;  // report a parameter digest every round
     QList<double> slowdown;   // per-worker compute slowdown factors (>= 1)
     QJsonObject strategyOptions;  // strategy knobs, validated by the engine
     QJsonObject emulation;        // link caps and schedules, validated by the engine

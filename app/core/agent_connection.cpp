@@ -76,6 +76,8 @@ void AgentConnection::onFrame(const protocol::Frame &frame)
     }
     case MessageType::Status:
     case MessageType::Heartbeat: {
+        if (frame.type == MessageType::Heartbeat)
+            Q_EMIT heartbeat();
         const QString s = frame.body.value("state").toString();
         if (!s.isEmpty() && s != m_agentState) {
             m_agentState = s;

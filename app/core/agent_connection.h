@@ -41,6 +41,7 @@ public:
 Q_SIGNALS:
     void ready();
     void agentStateChanged(const QString &state);
+    void heartbeat();
     void telemetry(const dlion::protocol::TelemetryBatch &batch);
     void finished(const QCborMap &outcome);
     void agentError(const QString &message);

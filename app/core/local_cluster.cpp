@@ -43,6 +43,9 @@ void LocalCluster::start(int workers, const QByteArray &secret, int startTimeout
     }
     QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
     env.insert(QStringLiteral("DLION_SECRET"), QString::fromLatin1(secret));
+    // Agents' progress reaches the user as telemetry; their logs show warnings only.
+    if (!env.contains(QStringLiteral("QT_LOGGING_RULES")))
+        env.insert(QStringLiteral("QT_LOGGING_RULES"), QStringLiteral("*.info=false"));
     m_ports = QList<quint16>(workers, 0);
     m_stdout = QList<QByteArray>(workers);
     for (int i = 0; i < workers; ++i) {

@@ -45,6 +45,7 @@ void RunSession::start(const protocol::JobSpec &job, const QList<AgentEndpoint> 
             m_workerStates[i] = s;
             Q_EMIT workerStateChanged(i, s);
         });
+        connect(a, &AgentConnection::heartbeat, this, [this, i] { Q_EMIT heartbeat(i); });
         connect(a, &AgentConnection::finished, this, [this, i](const QCborMap &o) { onAgentFinished(i, o); });
         connect(a, &AgentConnection::agentError, this, [this, i](const QString &message) {
             Q_EMIT logMessage(QStringLiteral("worker %1: %2").arg(i).arg(message));

@@ -49,6 +49,7 @@ Q_SIGNALS:
     void stateChanged(dlion::core::RunSession::State state);
     void telemetryArrived();
     void workerStateChanged(int worker, const QString &state);
+    void heartbeat(int worker);
     void mergeObserved(const dlion::protocol::MergeEvent &event);
     void logMessage(const QString &message);
     void finished(bool ok, const QString &message);

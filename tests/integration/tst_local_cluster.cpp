@@ -1,0 +1,134 @@
+// Real dlion-agent processes on loopback training real Fashion-MNIST.
+#include "cluster_fixture.h"
+
+#include <QDir>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QProcess>
+#include <QTemporaryDir>
+
+#include <map>
+#include <set>
+
+using namespace dlion;
+
+class TestLocalCluster : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    void allreduceReaches80PercentWithIdenticalReplicas();
+    void pauseAndResumeAreAgreedByAllWorkers();
+    void missingDatasetFailsWithClearMessage();
+    void cliRunWritesSummaryAndRejectsBadFlags();
+};
+
+void TestLocalCluster::allreduceReaches80PercentWithIdenticalReplicas()
+{
+    protocol::JobSpec job;
+    job.strategy = "allreduce";
+    job.model = "lenet5";
+    job.dataset = "fashion-mnist";
+    job.batchSize = 32;
+    job.budget.targetAccuracy = 0.80;
+    job.budget.maxRounds = 2500;  // the bound on steps
+    job.evalIntervalS = 1.0;
+    job.evalSamples = 3000;
+    job.verifyReplicas = true;
+    test::LocalRun run;
+    QVERIFY(run.start(job, 3));
+    QVERIFY(run.waitFinished(180000));
+    QVERIFY2(run.ok, qPrintable(run.message));
+
+    const core::RunData &d = run.session->data();
+    const auto final = d.lastGlobalEval();
+    QVERIFY(final);
+    QVERIFY2(final->globalAccuracy >= 0.80, qPrintable(QString::number(final->globalAccuracy)));
+    QVERIFY(d.rounds(0).size() < 2500);
+    // BSP: after every step all three replicas hold the same parameters.
+    std::map<qint64, std::set<quint64>> digests;
+    for (int w = 0; w < 3; ++w) {
+        QVERIFY(d.rounds(w).size() > 10);
+        for (const auto &r : d.rounds(w)) {
+            QVERIFY(r.paramDigest != 0);
+            digests[r.round].insert(r.paramDigest);
+            QCOMPARE(r.batch, 32);
+        }
+    }
+    for (const auto &[round, set] : digests)
+        QVERIFY2(set.size() == 1, qPrintable(QString("replicas differ after round %1").arg(round)));
+    QVERIFY(d.timeToAccuracy(0.80).has_value());
+}
+
+void TestLocalCluster::pauseAndResumeAreAgreedByAllWorkers()
+{
+    protocol::JobSpec job;
+    job.dataset = "synthetic";
+    job.model = "mlp";
+    job.budget.seconds = 120;
+    test::LocalRun run;
+    QVERIFY(run.start(job, 2));
+    core::RunSession &s = *run.session;
+    QTRY_VERIFY_WITH_TIMEOUT(s.data().rounds(0).size() > 20 && s.data().rounds(1).size() > 20, 60000);
+    s.pause();
+    QTRY_VERIFY_WITH_TIMEOUT(s.workerState(0) == "paused" && s.workerState(1) == "paused", 20000);
+    // Telemetry is flushed every 100 ms and heartbeats come every second on
+    // the same ordered stream, so after two heartbeats nothing from before
+    // the pause is in flight; after two more, no new round may have arrived.
+    QSignalSpy heartbeats(&s, &core::RunSession::heartbeat);
+    QTRY_VERIFY_WITH_TIMEOUT(heartbeats.count() >= 4, 10000);
+    const qsizetype frozen = s.data().rounds(0).size();
+    heartbeats.clear();
+    QTRY_VERIFY_WITH_TIMEOUT(heartbeats.count() >= 4, 10000);
+    QCOMPARE(s.data().rounds(0).size(), frozen);
+    s.resume();
+    QTRY_VERIFY_WITH_TIMEOUT(s.data().rounds(0).size() > frozen + 20, 30000);
+    s.stop();
+    QVERIFY(run.waitFinished(60000));
+    QVERIFY2(run.ok, qPrintable(run.message));
+    // Both stopped at the same round, each with a final evaluation.
+    QCOMPARE(s.data().rounds(0).size(), s.data().rounds(1).size());
+    QVERIFY(s.data().lastGlobalEval()->final);
+}
+
+void TestLocalCluster::missingDatasetFailsWithClearMessage()
+{
+    QTemporaryDir empty;
+    protocol::JobSpec job;
+    job.dataDir = empty.path();
+    job.budget.seconds = 30;
+    test::LocalRun run;
+    QVERIFY(run.start(job, 2));
+    QVERIFY(run.waitFinished(60000));
+    QVERIFY(!run.ok);
+    QVERIFY2(run.message.contains("train-images-idx3-ubyte.gz"), qPrintable(run.message));
+}
+
+void TestLocalCluster::cliRunWritesSummaryAndRejectsBadFlags()
+{
+    const QString cli = qEnvironmentVariable("DLION_CLI");
+    QVERIFY(!cli.isEmpty());
+    QTemporaryDir out;
+    QProcess p;
+    p.start(cli, {"run", "--workers", "2", "--dataset", "synthetic", "--model", "mlp", "--max-rounds", "60",
+                  "--out", out.path(), "--quiet"});
+    QVERIFY(p.waitForFinished(120000));
+    QCOMPARE(p.exitCode(), 0);
+    QVERIFY(p.readAllStandardOutput().contains("summary.json"));
+    QFile f(QDir(out.path()).filePath("summary.json"));
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    const QJsonObject s = QJsonDocument::fromJson(f.readAll()).object();
+    for (const char *key : {"strategy", "workers", "wall_s", "samples_per_s", "final_accuracy", "time_to_accuracy",
+                            "bytes_sent", "merges", "rounds"})
+        QVERIFY2(s.contains(key), key);
+    QCOMPARE(s.value("workers").toInt(), 2);
+    QCOMPARE(s.value("rounds").toArray().size(), 2);
+    QCOMPARE(s.value("rounds").toArray().at(0).toArray().size(), 60);
+    QVERIFY(s.value("time_to_accuracy").toObject().contains("0.85"));
+
+    p.start(cli, {"run", "--strategy", "sgd", "--out", out.path()});
+    QVERIFY(p.waitForFinished(30000));
+    QCOMPARE(p.exitCode(), 2);
+    QVERIFY(p.readAllStandardError().contains("\"strategy\""));
+}
+
+QTEST_GUILESS_MAIN(TestLocalCluster)
+#include "tst_local_cluster.moc"

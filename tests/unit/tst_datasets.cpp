@@ -1,0 +1,176 @@
+#include <dataset_source.h>
+#include <engine_error.h>
+#include <idx_reader.h>
+#include <partitioner.h>
+
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <zlib.h>
+
+#include <set>
+
+using namespace dlion::engine;
+
+namespace {
+
+QByteArray idxBytes(const std::vector<int> &dims, int fill, unsigned char typeByte = 0x08)
+{
+    QByteArray b;
+    b.append(char(0)).append(char(0)).append(char(typeByte)).append(char(dims.size()));
+    qint64 total = 1;
+    for (int d : dims) {
+        for (int shift = 24; shift >= 0; shift -= 8)
+            b.append(char((d >> shift) & 0xff));
+        total *= d;
+    }
+    for (qint64 i = 0; i < total; ++i)
+        b.append(char((i + fill) % 10));
+    return b;
+}
+
+void writeGz(const QString &path, const QByteArray &bytes)
+{
+    gzFile f = gzopen(path.toLocal8Bit().constData(), "wb");
+    gzwrite(f, bytes.constData(), unsigned(bytes.size()));
+    gzclose(f);
+}
+
+std::string messageOf(const std::function<void()> &fn)
+{
+    try {
+        fn();
+    } catch (const EngineError &e) {
+        return e.what();
+    }
+    return {};
+}
+
+} // namespace
+
+class TestDatasets : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    void readsGzipAndPlainIdx();
+    void rejectsTruncatedWrongMagicAndType();
+    void missingDatasetNamesFileAndPackage();
+    void fashionMnistFromPackage();
+    void iidPartitionSizesAndDeterminism();
+    void dirichletPartitionSkewsLabels();
+    void syntheticDatasetIsDeterministic();
+
+private:
+    QTemporaryDir m_dir;
+};
+
+void TestDatasets::readsGzipAndPlainIdx()
+{
+    const QByteArray bytes = idxBytes({3, 2, 2}, 1);
+    writeGz(m_dir.filePath("a.gz"), bytes);
+    QFile plain(m_dir.filePath("a.idx"));
+    QVERIFY(plain.open(QIODevice::WriteOnly));
+    plain.write(bytes);
+    plain.close();
+    for (const QString name : {"a.gz", "a.idx"}) {
+        const IdxArray a = readIdx(m_dir.filePath(name).toStdString());
+        QCOMPARE(a.dims, (std::vector<std::int64_t>{3, 2, 2}));
+        QCOMPARE(a.data.size(), std::size_t(12));
+        QCOMPARE(int(a.data[0]), 1);
+        QCOMPARE(int(a.data[11]), 2);
+    }
+}
+
+void TestDatasets::rejectsTruncatedWrongMagicAndType()
+{
+    QByteArray truncated = idxBytes({100, 28, 28}, 0);
+    truncated.chop(500);
+    writeGz(m_dir.filePath("trunc.gz"), truncated);
+    QByteArray magic = idxBytes({2}, 0);
+    magic[0] = 0x1f;
+    writeGz(m_dir.filePath("magic.gz"), magic);
+    writeGz(m_dir.filePath("float.gz"), idxBytes({2}, 0, 0x0d));
+    const std::string t = messageOf([&] { readIdx(m_dir.filePath("trunc.gz").toStdString()); });
+    QVERIFY2(t.find("truncated") != std::string::npos && t.find("trunc.gz") != std::string::npos, t.c_str());
+    const std::string m = messageOf([&] { readIdx(m_dir.filePath("magic.gz").toStdString()); });
+    QVERIFY2(m.find("magic") != std::string::npos, m.c_str());
+    const std::string f = messageOf([&] { readIdx(m_dir.filePath("float.gz").toStdString()); });
+    QVERIFY2(f.find("not supported") != std::string::npos, f.c_str());
+}
+
+void TestDatasets::missingDatasetNamesFileAndPackage()
+{
+    const std::string m = messageOf([&] { loadDataset("fashion-mnist", m_dir.path().toStdString(), Split::Train); });
+    QVERIFY2(m.find("train-images-idx3-ubyte.gz") != std::string::npos, m.c_str());
+    QVERIFY2(m.find("dataset-fashion-mnist") != std::string::npos, m.c_str());
+    const std::string c = messageOf([&] { loadDataset("cifar10", m_dir.path().toStdString(), Split::Test); });
+    QVERIFY2(c.find("test_batch.bin") != std::string::npos, c.c_str());
+}
+
+void TestDatasets::fashionMnistFromPackage()
+{
+    const RawDataset train = loadDataset("fashion-mnist", "", Split::Train);
+    const RawDataset test = loadDataset("fashion-mnist", "", Split::Test);
+    QCOMPARE(train.size, 60000);
+    QCOMPARE(test.size, 10000);
+    QCOMPARE(train.height, 28);
+    QCOMPARE(train.pixels.size(), std::size_t(60000 * 784));
+    std::set<int> classes(train.labels.begin(), train.labels.end());
+    QCOMPARE(int(classes.size()), 10);
+}
+
+void TestDatasets::iidPartitionSizesAndDeterminism()
+{
+    std::vector<std::uint8_t> labels(1003);
+    for (std::size_t i = 0; i < labels.size(); ++i)
+        labels[i] = std::uint8_t(i % 10);
+    const auto a = partitionIndices(labels, 10, 4, 0, 7);
+    const auto b = partitionIndices(labels, 10, 4, 0, 7);
+    const auto c = partitionIndices(labels, 10, 4, 0, 8);
+    QCOMPARE(a, b);
+    QVERIFY(a != c);
+    std::set<std::int64_t> all;
+    for (const auto &p : a) {
+        QVERIFY(p.size() == 250 || p.size() == 251);
+        all.insert(p.begin(), p.end());
+    }
+    QCOMPARE(all.size(), labels.size());  // disjoint and complete
+}
+
+void TestDatasets::dirichletPartitionSkewsLabels()
+{
+    const RawDataset train = loadDataset("synthetic", "", Split::Train);
+    const auto skewed = partitionIndices(train.labels, 10, 4, 0.3, 1);
+    const auto iid = partitionIndices(train.labels, 10, 4, 0, 1);
+    QCOMPARE(partitionIndices(train.labels, 10, 4, 0.3, 1), skewed);
+    // Largest class share per worker: about 0.1 under iid, much more under Dir(0.3).
+    auto maxShare = [&](const std::vector<std::int64_t> &part) {
+        std::vector<int> counts(10);
+        for (auto i : part)
+            counts[train.labels[std::size_t(i)]]++;
+        return double(*std::max_element(counts.begin(), counts.end())) / double(part.size());
+    };
+    double skewMean = 0, iidMean = 0;
+    std::size_t total = 0;
+    for (int w = 0; w < 4; ++w) {
+        skewMean += maxShare(skewed[std::size_t(w)]) / 4;
+        iidMean += maxShare(iid[std::size_t(w)]) / 4;
+        total += skewed[std::size_t(w)].size();
+        QVERIFY(skewed[std::size_t(w)].size() >= 10);
+    }
+    QCOMPARE(total, train.labels.size());
+    QVERIFY2(iidMean < 0.15, qPrintable(QString::number(iidMean)));
+    QVERIFY2(skewMean > 0.3, qPrintable(QString::number(skewMean)));
+}
+
+void TestDatasets::syntheticDatasetIsDeterministic()
+{
+    const RawDataset a = loadDataset("synthetic", "", Split::Test);
+    const RawDataset b = loadDataset("synthetic", "", Split::Test);
+    QCOMPARE(a.pixels, b.pixels);
+    QCOMPARE(a.labels, b.labels);
+    const std::string m = messageOf([&] { partitionIndices(a.labels, 10, 500, 0, 1); });
+    QVERIFY2(m.find("too small") != std::string::npos, m.c_str());
+}
+
+QTEST_GUILESS_MAIN(TestDatasets)
+#include "tst_datasets.moc"

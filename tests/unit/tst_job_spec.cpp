@@ -1,0 +1,140 @@
+#include <job_builder.h>
+#include <job_spec.h>
+#include <structured_file.h>
+
+#include <QJsonArray>
+#include <QTemporaryDir>
+#include <QtTest>
+
+using namespace dlion;
+
+class TestJobSpec : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    void defaultsAreValid();
+    void errorsNameTheField_data();
+    void errorsNameTheField();
+    void jsonRoundTrip();
+    void yamlAndJsonFiles();
+    void overridesWinAndWorkersChecked();
+    void malformedFilesNameFileAndLine();
+
+private:
+    QString write(const QString &name, const QByteArray &text)
+    {
+        const QString path = m_dir.filePath(name);
+        QFile f(path);
+        f.open(QIODevice::WriteOnly);
+        f.write(text);
+        return path;
+    }
+    QTemporaryDir m_dir;
+};
+
+void TestJobSpec::defaultsAreValid()
+{
+    QString error;
+    auto spec = protocol::JobSpec::fromJson(QJsonObject{{"budget", QJsonObject{{"seconds", 5}}}}, &error);
+    QVERIFY2(spec, qPrintable(error));
+    QCOMPARE(spec->strategy, QString("allreduce"));
+    QCOMPARE(spec->dirichletAlpha(), 0.0);
+}
+
+void TestJobSpec::errorsNameTheField_data()
+{
+    QTest::addColumn<QJsonObject>("job");
+    QTest::addColumn<QString>("field");
+    const QJsonObject budget{{"seconds", 5}};
+    QTest::newRow("unknown strategy") << QJsonObject{{"strategy", "sgd"}, {"budget", budget}} << "strategy";
+    QTest::newRow("batch not number") << QJsonObject{{"batch_size", "big"}, {"budget", budget}} << "batch_size";
+    QTest::newRow("batch fractional") << QJsonObject{{"batch_size", 3.5}, {"budget", budget}} << "batch_size";
+    QTest::newRow("negative lr") << QJsonObject{{"lr", -1}, {"budget", budget}} << "lr";
+    QTest::newRow("bad partition") << QJsonObject{{"partition", "dirichlet:-2"}, {"budget", budget}} << "partition";
+    QTest::newRow("bad schedule") << QJsonObject{{"lr_schedule", "step:0:2"}, {"budget", budget}} << "lr_schedule";
+    QTest::newRow("typo") << QJsonObject{{"modle", "mlp"}, {"budget", budget}} << "modle";
+    QTest::newRow("no budget") << QJsonObject{} << "budget";
+    QTest::newRow("budget typo") << QJsonObject{{"budget", QJsonObject{{"secs", 4}}}} << "budget.secs";
+    QTest::newRow("accuracy > 1") << QJsonObject{{"budget", QJsonObject{{"target_accuracy", 80}}}} << "budget.target_accuracy";
+    QTest::newRow("slowdown < 1") << QJsonObject{{"slowdown", QJsonArray{1, 0.5}}, {"budget", budget}} << "slowdown";
+    QTest::newRow("rank >= world") << QJsonObject{{"rank", 3}, {"world", 2}, {"budget", budget}} << "rank";
+}
+
+void TestJobSpec::errorsNameTheField()
+{
+    QFETCH(QJsonObject, job);
+    QFETCH(QString, field);
+    QString error;
+    QVERIFY(!protocol::JobSpec::fromJson(job, &error));
+    QVERIFY2(error.contains("\"" + field + "\""), qPrintable(error));
+}
+
+void TestJobSpec::jsonRoundTrip()
+{
+    protocol::JobSpec s;
+    s.strategy = "allreduce";
+    s.partition = "dirichlet:0.3";
+    s.slowdown = {1, 2, 4};
+    s.budget.targetAccuracy = 0.85;
+    s.world = 3;
+    s.rank = 2;
+    s.verifyReplicas = true;
+    QString error;
+    auto back = protocol::JobSpec::fromJson(s.toJson(), &error);
+    QVERIFY2(back, qPrintable(error));
+    QCOMPARE(back->toJson(), s.toJson());
+    QCOMPARE(back->dirichletAlpha(), 0.3);
+    QCOMPARE(back->slowdownFor(2), 4.0);
+    QCOMPARE(back->slowdownFor(7), 1.0);
+}
+
+void TestJobSpec::yamlAndJsonFiles()
+{
+    QString error;
+    const QString yaml = write("job.yaml", "strategy: allreduce\nmodel: mlp\nworkers: 3\n"
+                                            "slowdown: [1, 2, 4]\nbudget:\n  seconds: 9\n");
+    auto req = core::buildJob(yaml, {}, &error);
+    QVERIFY2(req, qPrintable(error));
+    QCOMPARE(req->workers, 3);
+    QCOMPARE(req->spec.model, QString("mlp"));
+    QCOMPARE(req->spec.budget.seconds, 9.0);
+    QCOMPARE(req->spec.slowdown, (QList<double>{1, 2, 4}));
+
+    const QString json = write("job.json", R"({"model": "lenet5", "budget": {"max_rounds": 10}})");
+    req = core::buildJob(json, {}, &error);
+    QVERIFY2(req, qPrintable(error));
+    QCOMPARE(req->spec.budget.maxRounds, 10);
+}
+
+void TestJobSpec::overridesWinAndWorkersChecked()
+{
+    QString error;
+    const QString yaml = write("o.yaml", "model: mlp\nbudget:\n  seconds: 9\n");
+    auto req = core::buildJob(yaml, QJsonObject{{"model", "lenet5"}, {"budget.seconds", 3}, {"workers", 2}}, &error);
+    QVERIFY2(req, qPrintable(error));
+    QCOMPARE(req->spec.model, QString("lenet5"));
+    QCOMPARE(req->spec.budget.seconds, 3.0);
+    QCOMPARE(req->spec.world, 2);
+    QVERIFY(!core::buildJob({}, QJsonObject{{"workers", 0}}, &error));
+    QVERIFY(error.contains("workers"));
+    QVERIFY(!core::buildJob({}, QJsonObject{{"workers", 3}, {"slowdown", QJsonArray{1, 2}}}, &error));
+    QVERIFY(error.contains("slowdown"));
+}
+
+void TestJobSpec::malformedFilesNameFileAndLine()
+{
+    QString error;
+    const QString json = write("bad.json", "{\n  \"model\": \"mlp\",\n  oops\n}");
+    QVERIFY(!core::readStructuredFile(json, &error));
+    QVERIFY2(error.contains("bad.json:3"), qPrintable(error));
+    const QString yaml = write("bad.yaml", "model: mlp\nbudget: [1,\n");
+    QVERIFY(!core::readStructuredFile(yaml, &error));
+    QVERIFY2(error.contains("bad.yaml:"), qPrintable(error));
+    const QString list = write("list.yaml", "- 1\n- 2\n");
+    QVERIFY(!core::readStructuredFile(list, &error));
+    QVERIFY2(error.contains("top level"), qPrintable(error));
+    QVERIFY(!core::readStructuredFile(m_dir.filePath("missing.yaml"), &error));
+    QVERIFY2(error.contains("missing.yaml"), qPrintable(error));
+}
+
+QTEST_GUILESS_MAIN(TestJobSpec)
+#include "tst_job_spec.moc"
