@@ -1,0 +1,266 @@
+#include "remote_agent.h"
+
+#include <QBuffer>
+#include <QFile>
+#include <QFileInfo>
+#include <QHostAddress>
+#include <QProcess>
+#include <QRegularExpression>
+#include <QSet>
+#include <QSysInfo>
+
+namespace dlion::core {
+
+namespace {
+
+constexpr int kCommandTimeoutMs = 30000;
+constexpr int kAgentStartTimeoutS = 30;
+constexpr int kAgentGraceS = 30;
+
+QString localOutput(const QString &program, const QStringList &args)
+{
+    QProcess p;
+    p.start(program, args);
+    return p.waitForFinished(10000) ? QString::fromLocal8Bit(p.readAllStandardOutput()) : QString();
+}
+
+// The Debian packages that provide `sonames` here, where the agent was built
+// (where ldd finds the library and dpkg knows its file).
+QStringList packagesProviding(const QString &agentProgram, const QStringList &sonames)
+{
+    QSet<QString> packages;
+    static const QRegularExpression kLine(QStringLiteral(R"(^\s*(\S+) => (/\S+))"), QRegularExpression::MultilineOption);
+    for (auto it = kLine.globalMatch(localOutput("ldd", {agentProgram})); it.hasNext();) {
+        const auto m = it.next();
+        if (!sonames.contains(m.captured(1)))
+            continue;
+        const QString owner = localOutput("dpkg", {"-S", m.captured(2)}).section(':', 0, 0).trimmed();
+        if (!owner.isEmpty())
+            packages.insert(owner);
+    }
+    QStringList sorted(packages.begin(), packages.end());
+    sorted.sort();
+    return sorted;
+}
+
+} // namespace
+
+RemoteAgent::RemoteAgent(ClusterHost host, Setup setup) : m_host(std::move(host)), m_setup(std::move(setup)) {}
+
+QString RemoteAgent::homePath(const QString &path)
+{
+    return path.startsWith(QLatin1String("~/")) ? "\"$HOME\"/" + SshSession::shellQuote(path.mid(2)) : SshSession::shellQuote(path);
+}
+
+QString RemoteAgent::shellDir() const { return homePath(m_host.workDir + QStringLiteral("/dlion-") + m_host.name); }
+
+QString RemoteAgent::sftpDir() const
+{
+    const QString dir = m_host.workDir + QStringLiteral("/dlion-") + m_host.name;
+    return dir.startsWith(QLatin1String("~/")) ? dir.mid(2) : dir;  // SFTP paths are relative to the home folder
+}
+
+QString RemoteAgent::agentCommand() const
+{
+    return m_host.agentPath.isEmpty() ? shellDir() + "/dlion-agent" : SshSession::shellQuote(m_host.agentPath);
+}
+
+std::optional<SshSession::ExecResult> RemoteAgent::run(SshSession &ssh, const QString &command, int timeoutMs, QString *error)
+{
+    auto result = ssh.exec(command, timeoutMs, error);
+    if (!result)
+        *error = QStringLiteral("host \"%1\": %2").arg(m_host.name, *error);
+    return result;
+}
+
+bool RemoteAgent::connect(SshSession &ssh, QString *error)
+{
+    m_setup.progress(QStringLiteral("connect"), QStringLiteral("connecting to %1@%2:%3").arg(m_host.user, m_host.address).arg(m_host.port));
+    const SshSession::Login login{m_host.address, m_host.port, m_host.user, m_host.auth,
+                                  m_host.keyFile, m_setup.knownHosts, m_setup.timeoutS};
+    if (ssh.open(login, m_setup.acceptKey, m_setup.password, error))
+        return true;
+    *error = QStringLiteral("host \"%1\": %2").arg(m_host.name, *error);
+    return false;
+}
+
+std::optional<AgentEndpoint> RemoteAgent::deploy(const QByteArray &secret, QString *error)
+{
+    SshSession ssh;
+    if (!connect(ssh, error) || !preflight(ssh, error))
+        return std::nullopt;
+    std::optional<AgentEndpoint> endpoint;
+    if (install(ssh, secret, error) && checkLibraries(ssh, error))
+        endpoint = start(ssh, error);
+    QString ignored;
+    if (!endpoint)
+        removeAgent(ssh, &ignored);  // a failed deployment leaves nothing behind
+    return endpoint;
+}
+
+bool RemoteAgent::preflight(SshSession &ssh, QString *error)
+{
+    m_setup.progress(QStringLiteral("preflight"), QStringLiteral("checking system, disk space and earlier agents"));
+    const QString dir = shellDir();
+    const auto r = run(ssh, QStringLiteral(
+        "uname -s; uname -m; mkdir -p %1 && df -Pk %1 | awk 'NR==2 {print $4}'; "
+        "p=$(cat %2/agent.pid 2>/dev/null); if [ -n \"$p\" ] && grep -q dlion-agent /proc/$p/cmdline 2>/dev/null; "
+        "then echo running $p; fi").arg(homePath(m_host.workDir), dir), kCommandTimeoutMs, error);
+    if (!r)
+        return false;
+    const QStringList lines = QString::fromUtf8(r->out).split('\n', Qt::SkipEmptyParts);
+    const QString localArch = QSysInfo::currentCpuArchitecture();
+    if (lines.size() < 3) {
+        *error = QStringLiteral("host \"%1\": cannot use work_dir %2: %3").arg(m_host.name, m_host.workDir, QString::fromUtf8(r->err).trimmed());
+        return false;
+    }
+    if (lines[0] != QLatin1String("Linux") || lines[1] != localArch) {
+        *error = QStringLiteral("host \"%1\" runs %2 on %3; the agent here is built for Linux on %4")
+                     .arg(m_host.name, lines[0], lines[1], localArch);
+        return false;
+    }
+    const qint64 freeKb = lines[2].toLongLong();
+    const qint64 neededKb = (m_host.agentPath.isEmpty() ? QFileInfo(m_setup.agentProgram).size() / 1024 : 0) + 64 * 1024;
+    if (freeKb < neededKb) {
+        *error = QStringLiteral("host \"%1\": only %2 MB free in %3; the agent needs about %4 MB")
+                     .arg(m_host.name).arg(freeKb / 1024).arg(m_host.workDir).arg(neededKb / 1024);
+        return false;
+    }
+    if (lines.size() > 3 && lines[3].startsWith(QLatin1String("running"))) {
+        *error = QStringLiteral("host \"%1\": an agent from an earlier deployment is still running there (pid %2); "
+                                "stop it with: dlion stop --cluster FILE")
+                     .arg(m_host.name, lines[3].section(' ', 1));
+        return false;
+    }
+    return true;
+}
+
+bool RemoteAgent::install(SshSession &ssh, const QByteArray &secret, QString *error)
+{
+    const auto made = run(ssh, QStringLiteral("mkdir -p %1 && chmod 700 %1").arg(shellDir()), kCommandTimeoutMs, error);
+    if (!made)
+        return false;
+    if (made->status != 0) {
+        *error = QStringLiteral("host \"%1\": cannot create %2: %3").arg(m_host.name, sftpDir(), QString::fromUtf8(made->err).trimmed());
+        return false;
+    }
+    QBuffer secretData;
+    secretData.setData(secret);
+    secretData.open(QIODevice::ReadOnly);
+    if (!ssh.upload(secretData, sftpDir() + "/secret", 0600, error)) {
+        *error = QStringLiteral("host \"%1\": %2").arg(m_host.name, *error);
+        return false;
+    }
+    if (!m_host.agentPath.isEmpty()) {
+        m_setup.progress(QStringLiteral("upload"), QStringLiteral("using the installed agent %1").arg(m_host.agentPath));
+        const auto r = run(ssh, agentCommand() + " --version", kCommandTimeoutMs, error);
+        if (!r)
+            return false;
+        const QString expected = QStringLiteral("dlion-agent " DLION_VERSION);
+        if (r->status != 0 || QString::fromUtf8(r->out).trimmed() != expected) {
+            *error = QStringLiteral("host \"%1\": %2 is not %3 (it says \"%4\"); install the same release or remove agent_path to upload it")
+                         .arg(m_host.name, m_host.agentPath, expected, QString::fromUtf8(r->out + r->err).trimmed());
+            return false;
+        }
+        return true;
+    }
+    QFile binary(m_setup.agentProgram);
+    if (!binary.open(QIODevice::ReadOnly)) {
+        *error = QStringLiteral("cannot read the local agent %1: %2").arg(binary.fileName(), binary.errorString());
+        return false;
+    }
+    m_setup.progress(QStringLiteral("upload"), QStringLiteral("uploading the agent (%1 MB)").arg(binary.size() / 1e6, 0, 'f', 1));
+    if (!ssh.upload(binary, sftpDir() + "/dlion-agent", 0700, error)) {
+        *error = QStringLiteral("host \"%1\": %2").arg(m_host.name, *error);
+        return false;
+    }
+    return true;
+}
+
+bool RemoteAgent::checkLibraries(SshSession &ssh, QString *error)
+{
+    m_setup.progress(QStringLiteral("libraries"), QStringLiteral("checking the agent's shared libraries"));
+    const auto r = run(ssh, QStringLiteral("ldd %1").arg(agentCommand()), kCommandTimeoutMs, error);
+    if (!r)
+        return false;
+    QStringList missing;
+    static const QRegularExpression kMissing(QStringLiteral(R"(^\s*(\S+) => not found)"), QRegularExpression::MultilineOption);
+    for (auto it = kMissing.globalMatch(QString::fromUtf8(r->out)); it.hasNext();)
+        missing << it.next().captured(1);
+    if (missing.isEmpty())
+        return true;
+    const QStringList packages = packagesProviding(m_setup.agentProgram, missing);
+    *error = QStringLiteral("host \"%1\": the agent needs shared libraries missing there: %2; install them with: %3")
+                 .arg(m_host.name, missing.join(", "),
+                      packages.isEmpty() ? QStringLiteral("the packages that provide them")
+                                         : QStringLiteral("sudo apt-get install -y ") + packages.join(' '));
+    return false;
+}
+
+std::optional<AgentEndpoint> RemoteAgent::start(SshSession &ssh, QString *error)
+{
+    m_listen = m_host.listen.isEmpty() ? ssh.peerAddress() : m_host.listen;
+    const QString listen = QHostAddress(m_listen).protocol() == QAbstractSocket::IPv6Protocol ? "[" + m_listen + "]" : m_listen;
+    m_setup.progress(QStringLiteral("start"), QStringLiteral("starting the agent on %1:%2").arg(listen).arg(m_host.agentPort));
+    const QString dir = shellDir();
+    // Detached from the SSH session (setsid, no inherited descriptors), so it
+    // outlives this connection; the script then waits for its ready line.
+    const auto r = run(ssh, QStringLiteral(
+        "cd %1 && (setsid %2 --listen %3:%4 --secret-file secret --grace %5 </dev/null >agent.log 2>&1 & echo $! >agent.pid) && "
+        "p=$(cat agent.pid); i=0; while [ $i -lt %6 ]; do "
+        "grep -m1 'listening on' agent.log && exit 0; "
+        "kill -0 $p 2>/dev/null || { cat agent.log; exit 3; }; sleep 0.1; i=$((i+1)); done; exit 4")
+        .arg(dir, agentCommand(), listen).arg(m_host.agentPort).arg(kAgentGraceS).arg(kAgentStartTimeoutS * 10),
+        (kAgentStartTimeoutS + 10) * 1000, error);
+    if (!r)
+        return std::nullopt;
+    const QString out = QString::fromUtf8(r->out).trimmed();
+    if (r->status != 0) {
+        *error = r->status == 4
+            ? QStringLiteral("host \"%1\": the agent did not report ready within %2 s").arg(m_host.name).arg(kAgentStartTimeoutS)
+            : QStringLiteral("host \"%1\": the agent exited at start: %2").arg(m_host.name, out.isEmpty() ? QString::fromUtf8(r->err) : out);
+        return std::nullopt;
+    }
+    bool ok = false;
+    const uint port = out.section(':', -1).toUInt(&ok);
+    if (!ok || port == 0 || port > 65535) {
+        *error = QStringLiteral("host \"%1\": unexpected agent output: %2").arg(m_host.name, out);
+        return std::nullopt;
+    }
+    const QHostAddress bound(m_listen);
+    const QString reach = bound == QHostAddress::Any || bound == QHostAddress::AnyIPv6 ? ssh.peerAddress() : m_listen;
+    m_setup.progress(QStringLiteral("started"), QStringLiteral("agent listening on %1:%2").arg(listen).arg(port));
+    return AgentEndpoint{reach, quint16(port)};
+}
+
+bool RemoteAgent::stop(QString *error)
+{
+    SshSession ssh;
+    if (!connect(ssh, error))
+        return false;
+    m_setup.progress(QStringLiteral("stop"), QStringLiteral("stopping the agent and removing its files"));
+    if (!removeAgent(ssh, error))
+        return false;
+    m_setup.progress(QStringLiteral("stopped"), QStringLiteral("agent stopped, files removed"));
+    return true;
+}
+
+bool RemoteAgent::removeAgent(SshSession &ssh, QString *error)
+{
+    // Only a process that still is a dlion-agent is signalled (pids get reused).
+    const QString alive = QStringLiteral("grep -q dlion-agent /proc/$p/cmdline 2>/dev/null");
+    const auto r = run(ssh, QStringLiteral(
+        "d=%1; p=$(cat \"$d\"/agent.pid 2>/dev/null); if [ -n \"$p\" ] && %2; then kill $p; i=0; "
+        "while [ $i -lt 50 ] && %2; do sleep 0.1; i=$((i+1)); done; %2 && kill -9 $p; fi; rm -rf \"$d\"; "
+        "[ ! -e \"$d\" ] && ! { [ -n \"$p\" ] && %2; }").arg(shellDir(), alive), kCommandTimeoutMs, error);
+    if (!r)
+        return false;
+    if (r->status != 0) {
+        *error = QStringLiteral("host \"%1\": could not stop the agent or remove %2/dlion-%1: %3")
+                     .arg(m_host.name, m_host.workDir, QString::fromUtf8(r->err).trimmed());
+        return false;
+    }
+    return true;
+}
+
+} // namespace dlion::core
