@@ -72,6 +72,7 @@ int RunCommand::exec(const QStringList &args)
     parser.addOption({"slowdown", "Per-worker compute slowdown factors, e.g. 1,1,2,4.", "LIST"});
     parser.addOption({"out", "Run directory (default: a new folder under the data directory).", "DIR"});
     parser.addOption({"quiet", "Print only the summary."});
+    parser.addOption({"store", "Run store to record the run in (default: $DLION_STORE or the user's data directory).", "PATH"});
     for (const FlagSpec &f : kFlags)
         parser.addOption({QString::fromLatin1(f.flag), QString::fromLatin1(f.help), QString::fromLatin1(f.value)});
     if (!parser.parse(args)) {
@@ -136,6 +137,17 @@ int RunCommand::exec(const QStringList &args)
     }
 
     m_tty = isatty(STDOUT_FILENO) && !parser.isSet("quiet");
+    // Record the run in the experiment store; a store problem never stops training.
+    const QString storePath = parser.isSet("store") ? parser.value("store") : core::RunStore::defaultPath();
+    if (m_store.open(storePath, core::RunStore::Mode::ReadWrite)) {
+        m_recorder.setOutDir(m_outDir.absolutePath());
+        m_recorder.setCluster(QJsonObject{{"kind", "local"}, {"workers", m_request.workers}});
+        m_recorder.attach(&m_session);
+        connect(&m_recorder, &core::RunRecorder::recordingFailed, this,
+                [](const QString &why) { err() << "dlion run: cannot record the run: " << why << "\n"; });
+    } else {
+        err() << "dlion run: not recording this run: " << m_store.errorString() << "\n";
+    }
     m_secret = protocol::handshake::makeSecret();
     connect(&m_cluster, &core::LocalCluster::ready, this, &RunCommand::onClusterReady);
     connect(&m_cluster, &core::LocalCluster::failed, this, [this](const QString &reason) {
@@ -216,6 +228,8 @@ void RunCommand::onFinished(bool ok, const QString &message)
     if (!ok)
         err() << "dlion run: " << message << "\n";
     out() << "summary: " << QFileInfo(path).absoluteFilePath() << "\n";
+    if (m_recorder.runId() > 0 && m_recorder.finish(ok, message))
+        out() << "run id: " << m_recorder.runId() << " in " << m_store.path() << " (dlion report " << m_recorder.runId() << ")\n";
     out().flush();
     m_exitCode = ok ? 0 : 1;
     QCoreApplication::exit(0);

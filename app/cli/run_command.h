@@ -2,7 +2,9 @@
 
 #include <job_builder.h>
 #include <local_cluster.h>
+#include <run_recorder.h>
 #include <run_session.h>
+#include <run_store.h>
 
 #include <QDir>
 #include <QElapsedTimer>
@@ -32,6 +34,8 @@ private:
     QByteArray m_secret;
     core::LocalCluster m_cluster;
     core::RunSession m_session;
+    core::RunStore m_store;
+    core::RunRecorder m_recorder{&m_store};
     QTimer m_progressTimer;
     QElapsedTimer m_clock;
     bool m_tty = false;

@@ -40,6 +40,22 @@ public:
 
     QJsonObject summary() const;
 
+    // Accessors and a restore hook for the run store (app/core/run_store.h),
+    // which rebuilds a RunData from disk.
+    const QCborMap &outcome(int worker) const { return m_outcomes[worker]; }
+    const QString &lostReason(int worker) const { return m_lost[worker]; }
+    QDateTime startedAt() const { return m_started; }
+    QDateTime endedAt() const { return m_ended; }
+    bool ok() const { return m_ok; }
+    const QString &message() const { return m_message; }
+    void restoreTimes(const QDateTime &started, const QDateTime &ended, bool ok, const QString &message)
+    {
+        m_started = started;
+        m_ended = ended;
+        m_ok = ok;
+        m_message = message;
+    }
+
 private:
     protocol::JobSpec m_job;
     QList<QList<protocol::RoundRecord>> m_rounds;
