@@ -1,0 +1,31 @@
+#pragma once
+
+#include <QDialog>
+#include <QJsonObject>
+
+class QComboBox;
+class QLabel;
+class QLineEdit;
+class QSpinBox;
+
+namespace dlion::ui {
+
+// Adds or edits one host of "My machines" (a cluster-file host entry).
+class HostDialog : public QDialog {
+    Q_OBJECT
+public:
+    explicit HostDialog(const QJsonObject &host, QWidget *parent = nullptr);
+
+    QJsonObject host() const;
+
+private:
+    void check();
+
+    QLineEdit *m_name, *m_address, *m_user, *m_keyFile, *m_workDir;
+    QSpinBox *m_port;
+    QComboBox *m_auth;
+    QLabel *m_problem;
+    QPushButton *m_ok = nullptr;
+};
+
+} // namespace dlion::ui

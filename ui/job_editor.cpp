@@ -1,0 +1,357 @@
+#include "job_editor.h"
+
+#include "field_marker.h"
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QFormLayout>
+#include <QGroupBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLineEdit>
+#include <QSpinBox>
+#include <QStackedWidget>
+#include <QVBoxLayout>
+
+namespace dlion::ui {
+
+namespace {
+
+QDoubleSpinBox *doubleSpin(QWidget *parent, double lo, double hi, double value, int decimals, const QString &suffix)
+{
+    auto *s = new QDoubleSpinBox(parent);
+    s->setRange(lo, hi);
+    s->setDecimals(decimals);
+    s->setValue(value);
+    s->setSuffix(suffix);
+    s->setAccelerated(true);
+    return s;
+}
+
+QSpinBox *intSpin(QWidget *parent, int lo, int hi, int value, const QString &suffix)
+{
+    auto *s = new QSpinBox(parent);
+    s->setRange(lo, hi);
+    s->setValue(value);
+    s->setSuffix(suffix);
+    s->setAccelerated(true);
+    return s;
+}
+
+QComboBox *combo(QWidget *parent, const QList<std::pair<QString, QString>> &items)
+{
+    auto *c = new QComboBox(parent);
+    for (const auto &[label, key] : items)
+        c->addItem(label, key);
+    return c;
+}
+
+void select(QComboBox *c, const QString &key)
+{
+    const int i = c->findData(key);
+    if (i >= 0)
+        c->setCurrentIndex(i);
+}
+
+} // namespace
+
+JobEditor::JobEditor(QWidget *parent) : QWidget(parent)
+{
+    auto *layout = new QHBoxLayout(this);
+    layout->setContentsMargins(0, 0, 0, 0);
+    layout->setSpacing(12);
+    auto *left = new QVBoxLayout;
+    left->addWidget(buildDataGroup());
+    left->addWidget(buildBudgetGroup());
+    left->addStretch(1);
+    layout->addLayout(left, 1);
+    layout->addWidget(buildStrategyGroup(), 1);
+
+    m_fields = {{"dataset", m_dataset},         {"data_dir", m_dataDir},
+                {"partition", m_alpha},         {"model", m_model},
+                {"strategy", m_strategy},       {"batch_size", m_batch},
+                {"lr", m_lr},                   {"seed", m_seed},
+                {"eval_interval_s", m_evalInterval}, {"budget.seconds", m_seconds},
+                {"budget.epochs", m_epochs},    {"budget.target_accuracy", m_target},
+                {"budget.max_rounds", m_maxRounds}, {"strategy_options.dkt_period", m_dktPeriod},
+                {"strategy_options.dkt_alpha", m_dktAlpha}, {"strategy_options.threshold", m_gaiaThreshold},
+                {"strategy_options.partitions", m_akoPartitions}, {"strategy_options.backup", m_hopBackup}};
+    for (auto it = m_fields.cbegin(); it != m_fields.cend(); ++it) {
+        it.value()->setObjectName(it.key());
+        watch(it.value());
+    }
+    for (QCheckBox *c : {m_wdb, m_prioritized, m_dkt})
+        watch(c);
+    watch(m_partition);
+    watch(m_hopStaleness);
+}
+
+void JobEditor::watch(QWidget *w)
+{
+    if (auto *c = qobject_cast<QComboBox *>(w))
+        connect(c, &QComboBox::currentIndexChanged, this, &JobEditor::changed);
+    else if (auto *s = qobject_cast<QSpinBox *>(w))
+        connect(s, &QSpinBox::valueChanged, this, &JobEditor::changed);
+    else if (auto *d = qobject_cast<QDoubleSpinBox *>(w))
+        connect(d, &QDoubleSpinBox::valueChanged, this, &JobEditor::changed);
+    else if (auto *e = qobject_cast<QLineEdit *>(w))
+        connect(e, &QLineEdit::textChanged, this, &JobEditor::changed);
+    else if (auto *b = qobject_cast<QCheckBox *>(w))
+        connect(b, &QCheckBox::toggled, this, &JobEditor::changed);
+}
+
+QWidget *JobEditor::buildDataGroup()
+{
+    auto *box = new QGroupBox(tr("Data and model"), this);
+    m_dataset = combo(box, {{tr("Fashion-MNIST"), "fashion-mnist"}, {tr("MNIST"), "mnist"},
+                            {tr("CIFAR-10"), "cifar10"}, {tr("Synthetic (generated)"), "synthetic"}});
+    m_dataset->setToolTip(tr("Training data; each worker trains on its own partition"));
+    m_dataDir = new QLineEdit(box);
+    m_dataDir->setPlaceholderText(tr("default: /usr/share/datasets/fashion-mnist"));
+    m_dataDir->setToolTip(tr("Folder holding the dataset files on every worker"));
+    m_partition = combo(box, {{tr("IID (shuffled evenly)"), "iid"}, {tr("Dirichlet (non-IID)"), "dirichlet"}});
+    m_partition->setToolTip(tr("How samples are split over workers"));
+    m_alpha = doubleSpin(box, 0, 100, 0.3, 2, QString());
+    m_alpha->setPrefix(tr("α = "));
+    m_alpha->setSingleStep(0.1);
+    m_alpha->setToolTip(tr("Dirichlet concentration: small α gives each worker few classes (must be above 0)"));
+    m_alpha->setEnabled(false);
+    connect(m_partition, &QComboBox::currentIndexChanged, this,
+            [this] { m_alpha->setEnabled(m_partition->currentData() == QLatin1String("dirichlet")); });
+    auto *partition = new QHBoxLayout;
+    partition->addWidget(m_partition, 1);
+    partition->addWidget(m_alpha);
+    m_model = combo(box, {{tr("LeNet-5"), "lenet5"}, {tr("MLP"), "mlp"}, {tr("Small CNN"), "cnn"}});
+    m_batch = intSpin(box, 1, 65536, 32, tr(" samples/worker"));
+    m_batch->setToolTip(tr("Samples per worker per round (the mean share under weighted dynamic batching)"));
+    m_lr = doubleSpin(box, 0, 100, 0.05, 4, QString());
+    m_lr->setSingleStep(0.01);
+    m_lr->setToolTip(tr("SGD learning rate (must be above 0)"));
+    m_seed = intSpin(box, 0, 1 << 30, 1, QString());
+    auto *form = new QFormLayout(box);
+    form->addRow(tr("&Dataset:"), m_dataset);
+    form->addRow(tr("Data &folder:"), m_dataDir);
+    form->addRow(tr("&Partition:"), partition);
+    form->addRow(tr("&Model:"), m_model);
+    form->addRow(tr("&Batch:"), m_batch);
+    form->addRow(tr("&Learning rate:"), m_lr);
+    form->addRow(tr("S&eed:"), m_seed);
+    return box;
+}
+
+QWidget *JobEditor::buildBudgetGroup()
+{
+    auto *box = new QGroupBox(tr("Budget (whichever comes first; 0 = no limit)"), this);
+    m_seconds = doubleSpin(box, 0, 1e7, 120, 0, tr(" s"));
+    m_seconds->setToolTip(tr("Training time budget in seconds"));
+    m_epochs = doubleSpin(box, 0, 1e6, 0, 1, tr(" epochs"));
+    m_target = doubleSpin(box, 0, 100, 0, 1, tr(" %"));
+    m_target->setToolTip(tr("Stop once the test accuracy reaches this"));
+    m_maxRounds = intSpin(box, 0, 1 << 30, 0, tr(" rounds"));
+    m_evalInterval = doubleSpin(box, 0, 86400, 2, 1, tr(" s"));
+    m_evalInterval->setToolTip(tr("Seconds between test evaluations (at least 0.05 s)"));
+    auto *form = new QFormLayout(box);
+    form->addRow(tr("&Time:"), m_seconds);
+    form->addRow(tr("E&pochs:"), m_epochs);
+    form->addRow(tr("&Target accuracy:"), m_target);
+    form->addRow(tr("Max &rounds:"), m_maxRounds);
+    form->addRow(tr("E&valuate every:"), m_evalInterval);
+    return box;
+}
+
+QWidget *JobEditor::buildStrategyGroup()
+{
+    auto *box = new QGroupBox(tr("Strategy"), this);
+    m_strategy = combo(box, {{tr("DLion (WDB + prioritized exchange + DKT)"), "dlion"},
+                             {tr("All-reduce (BSP, like PyTorch DDP)"), "allreduce"},
+                             {tr("Gaia (significance filter)"), "gaia"},
+                             {tr("Ako (partial gradient partitions)"), "ako"},
+                             {tr("Hop (decentralized, backup workers)"), "hop"}});
+    m_knobs = new QStackedWidget(box);
+
+    auto *dlion = new QWidget(m_knobs);
+    m_wdb = new QCheckBox(tr("Weighted dynamic batching"), dlion);
+    m_wdb->setToolTip(tr("Each worker's batch share follows its measured compute rate"));
+    m_prioritized = new QCheckBox(tr("Per-link prioritized gradient exchange"), dlion);
+    m_prioritized->setToolTip(tr("Send only the largest gradient entries a link can carry in a round"));
+    m_dkt = new QCheckBox(tr("Direct knowledge transfer"), dlion);
+    m_dkt->setToolTip(tr("Periodically merge the best worker's parameters into the others"));
+    for (QCheckBox *c : {m_wdb, m_prioritized, m_dkt})
+        c->setChecked(true);
+    m_dktPeriod = intSpin(dlion, 1, 1000000, 50, tr(" rounds"));
+    m_dktPeriod->setToolTip(tr("Rounds between knowledge transfers"));
+    m_dktAlpha = doubleSpin(dlion, 0, 1, 0.5, 2, QString());
+    m_dktAlpha->setPrefix(tr("α = "));
+    m_dktAlpha->setSingleStep(0.05);
+    m_dktAlpha->setToolTip(tr("Merge weight: w ← (1−α)·w + α·w_best"));
+    connect(m_dkt, &QCheckBox::toggled, m_dktPeriod, &QWidget::setEnabled);
+    connect(m_dkt, &QCheckBox::toggled, m_dktAlpha, &QWidget::setEnabled);
+    auto *dlionForm = new QFormLayout(dlion);
+    dlionForm->addRow(m_wdb);
+    dlionForm->addRow(m_prioritized);
+    dlionForm->addRow(m_dkt);
+    dlionForm->addRow(tr("DKT &period:"), m_dktPeriod);
+    dlionForm->addRow(tr("DKT &weight:"), m_dktAlpha);
+
+    auto *allreduce = new QLabel(tr("Dense synchronous all-reduce of equal batches; no knobs."), m_knobs);
+    allreduce->setWordWrap(true);
+    allreduce->setAlignment(Qt::AlignTop | Qt::AlignLeft);
+
+    auto *gaia = new QWidget(m_knobs);
+    m_gaiaThreshold = doubleSpin(gaia, 0, 1000, 1, 2, tr(" %"));
+    m_gaiaThreshold->setToolTip(tr("Share an update only where |Δw| / |w| exceeds this (Gaia used 1 %)"));
+    (new QFormLayout(gaia))->addRow(tr("Significance &threshold:"), m_gaiaThreshold);
+
+    auto *ako = new QWidget(m_knobs);
+    m_akoPartitions = intSpin(ako, 0, 4096, 0, QString());
+    m_akoPartitions->setSpecialValueText(tr("auto (from bandwidth)"));
+    m_akoPartitions->setToolTip(tr("Gradient partitions p; one partition is sent per round"));
+    (new QFormLayout(ako))->addRow(tr("&Partitions:"), m_akoPartitions);
+
+    auto *hop = new QWidget(m_knobs);
+    m_hopBackup = intSpin(hop, 0, 64, 0, tr(" workers"));
+    m_hopBackup->setToolTip(tr("Backup workers: proceed after the fastest n − b neighbours"));
+    m_hopStaleness = intSpin(hop, 0, 1000, 0, tr(" rounds"));
+    m_hopStaleness->setSpecialValueText(tr("engine default"));
+    m_hopStaleness->setToolTip(tr("Bounded staleness: the largest iteration gap between neighbours"));
+    auto *hopForm = new QFormLayout(hop);
+    hopForm->addRow(tr("&Backup workers:"), m_hopBackup);
+    hopForm->addRow(tr("&Staleness bound:"), m_hopStaleness);
+
+    for (QWidget *page : {dlion, static_cast<QWidget *>(allreduce), gaia, ako, hop})
+        m_knobs->addWidget(page);
+    connect(m_strategy, &QComboBox::currentIndexChanged, m_knobs, &QStackedWidget::setCurrentIndex);
+
+    auto *layout = new QVBoxLayout(box);
+    layout->addWidget(m_strategy);
+    layout->addWidget(m_knobs, 1);
+    return box;
+}
+
+QJsonObject JobEditor::strategyOptions() const
+{
+    const QString s = m_strategy->currentData().toString();
+    if (s == QLatin1String("dlion"))
+        return {{"wdb", m_wdb->isChecked()},
+                {"prioritized", m_prioritized->isChecked()},
+                {"dkt", m_dkt->isChecked()},
+                {"dkt_period", m_dktPeriod->value()},
+                {"dkt_alpha", m_dktAlpha->value()}};
+    if (s == QLatin1String("gaia"))
+        return {{"threshold", m_gaiaThreshold->value() / 100.0}};
+    if (s == QLatin1String("ako") && m_akoPartitions->value() > 0)
+        return {{"partitions", m_akoPartitions->value()}};
+    if (s == QLatin1String("hop")) {
+        QJsonObject o{{"backup", m_hopBackup->value()}};
+        if (m_hopStaleness->value() > 0)
+            o.insert("staleness", m_hopStaleness->value());
+        return o;
+    }
+    return {};
+}
+
+void JobEditor::setStrategyOptions(const QJsonObject &o)
+{
+    m_wdb->setChecked(o.value("wdb").toBool(true));
+    m_prioritized->setChecked(o.value("prioritized").toBool(true));
+    m_dkt->setChecked(o.value("dkt").toBool(true));
+    m_dktPeriod->setValue(o.value("dkt_period").toInt(50));
+    m_dktAlpha->setValue(o.value("dkt_alpha").toDouble(0.5));
+    m_gaiaThreshold->setValue(100.0 * o.value("threshold").toDouble(0.01));
+    m_akoPartitions->setValue(o.value("partitions").toInt(0));
+    m_hopBackup->setValue(o.value("backup").toInt(0));
+    m_hopStaleness->setValue(o.value("staleness").toInt(0));
+}
+
+QJsonObject JobEditor::job() const
+{
+    QJsonObject j{{"dataset", m_dataset->currentData().toString()},
+                  {"model", m_model->currentData().toString()},
+                  {"strategy", m_strategy->currentData().toString()},
+                  {"batch_size", m_batch->value()},
+                  {"lr", m_lr->value()},
+                  {"seed", m_seed->value()},
+                  {"eval_interval_s", m_evalInterval->value()},
+                  {"budget", QJsonObject{{"seconds", m_seconds->value()},
+                                         {"epochs", m_epochs->value()},
+                                         {"target_accuracy", m_target->value() / 100.0},
+                                         {"max_rounds", m_maxRounds->value()}}},
+                  {"strategy_options", strategyOptions()}};
+    j.insert("partition", m_partition->currentData() == QLatin1String("iid")
+                              ? QStringLiteral("iid")
+                              : QStringLiteral("dirichlet:%1").arg(m_alpha->value()));
+    if (!m_dataDir->text().trimmed().isEmpty())
+        j.insert("data_dir", m_dataDir->text().trimmed());
+    return j;
+}
+
+void JobEditor::setJob(const QJsonObject &j)
+{
+    if (j.contains("dataset"))
+        select(m_dataset, j.value("dataset").toString());
+    if (j.contains("model"))
+        select(m_model, j.value("model").toString());
+    if (j.contains("strategy"))
+        select(m_strategy, j.value("strategy").toString());
+    if (j.contains("data_dir"))
+        m_dataDir->setText(j.value("data_dir").toString());
+    if (j.contains("partition")) {
+        const QString p = j.value("partition").toString();
+        select(m_partition, p.startsWith(QLatin1String("dirichlet:")) ? QStringLiteral("dirichlet") : QStringLiteral("iid"));
+        if (p.startsWith(QLatin1String("dirichlet:")))
+            m_alpha->setValue(p.mid(10).toDouble());
+    }
+    if (j.contains("batch_size"))
+        m_batch->setValue(j.value("batch_size").toInt());
+    if (j.contains("lr"))
+        m_lr->setValue(j.value("lr").toDouble());
+    if (j.contains("seed"))
+        m_seed->setValue(j.value("seed").toInt());
+    if (j.contains("eval_interval_s"))
+        m_evalInterval->setValue(j.value("eval_interval_s").toDouble());
+    if (j.contains("budget")) {
+        const QJsonObject b = j.value("budget").toObject();
+        m_seconds->setValue(b.value("seconds").toDouble());
+        m_epochs->setValue(b.value("epochs").toDouble());
+        m_target->setValue(100.0 * b.value("target_accuracy").toDouble());
+        m_maxRounds->setValue(b.value("max_rounds").toInt());
+    }
+    if (j.contains("strategy_options"))
+        setStrategyOptions(j.value("strategy_options").toObject());
+}
+
+QString JobEditor::validate()
+{
+    // JobSpec validates everything but the knobs, which the engine checks
+    // when the run starts; catch the ones a user can get wrong here.
+    if (m_strategy->currentData() == QLatin1String("dlion") && m_dkt->isChecked() && !(m_dktAlpha->value() > 0)) {
+        const QString message = tr("field \"strategy_options.dkt_alpha\" must be above 0 while knowledge transfer is on");
+        FieldMarker::mark(m_dktAlpha, message);
+        return message;
+    }
+    return {};
+}
+
+bool JobEditor::markField(const QString &field, const QString &message)
+{
+    if (field == QLatin1String("budget")) {
+        // "budget sets no limit": every budget input is part of the problem.
+        for (QWidget *w : {static_cast<QWidget *>(m_seconds), static_cast<QWidget *>(m_epochs),
+                           static_cast<QWidget *>(m_target), static_cast<QWidget *>(m_maxRounds)})
+            FieldMarker::mark(w, message);
+        return true;
+    }
+    QWidget *target = m_fields.value(field);
+    if (target)
+        FieldMarker::mark(target, message);
+    return target;
+}
+
+void JobEditor::clearMarks()
+{
+    for (QWidget *w : std::as_const(m_fields))
+        FieldMarker::clear(w);
+}
+
+} // namespace dlion::ui

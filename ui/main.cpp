@@ -1,0 +1,23 @@
+// dlion-studio: the control center GUI.
+#include "field_marker.h"
+#include "main_window.h"
+#include "studio_resources.h"
+
+#include <QApplication>
+#include <QIcon>
+
+int main(int argc, char *argv[])
+{
+    QApplication app(argc, argv);
+    QApplication::setOrganizationName(QStringLiteral("DLion"));
+    QApplication::setApplicationName(QStringLiteral("dlion-studio"));
+    QApplication::setApplicationDisplayName(QStringLiteral("DLion Studio"));
+    QApplication::setApplicationVersion(QStringLiteral(DLION_VERSION));
+    QApplication::setDesktopFileName(QStringLiteral("dlion-studio"));
+    dlion::ui::initStudioResources();
+    QApplication::setWindowIcon(QIcon(QStringLiteral(":/icons/dlion-studio.svg")));
+    app.setStyleSheet(dlion::ui::FieldMarker::styleSheet());
+    dlion::ui::MainWindow window;
+    window.show();
+    return app.exec();
+}

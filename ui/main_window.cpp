@@ -1,0 +1,493 @@
+#include "main_window.h"
+
+#include "cluster_page.h"
+#include "dashboard.h"
+#include "hosts_form.h"
+#include "job_editor.h"
+#include "live_controls.h"
+#include "local_cluster_form.h"
+#include "preset_store.h"
+#include "studio_resources.h"
+#include "ui_log.h"
+#include "worker_status_list.h"
+
+#include <QAction>
+#include <QApplication>
+#include <QCloseEvent>
+#include <QDockWidget>
+#include <QInputDialog>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QLabel>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QPlainTextEdit>
+#include <QRegularExpression>
+#include <QScrollArea>
+#include <QSettings>
+#include <QStatusBar>
+#include <QTabWidget>
+#include <QTime>
+#include <QTimer>
+#include <QToolBar>
+#include <QVBoxLayout>
+
+namespace dlion::ui {
+
+namespace {
+
+QIcon icon(const char *name)
+{
+    return QIcon(QStringLiteral(":/icons/%1.svg").arg(QLatin1String(name)));
+}
+
+// The field a job error names: `field "budget.seconds" ...` -> budget.seconds.
+QString fieldOf(const QString &error)
+{
+    static const QRegularExpression re(QStringLiteral("field \"([^\"]+)\""));
+    const auto m = re.match(error);
+    return m.hasMatch() ? m.captured(1) : QString();
+}
+
+} // namespace
+
+MainWindow::MainWindow(QWidget *parent)
+    : QMainWindow(parent), m_tabs(new QTabWidget(this)), m_cluster(new ClusterPage(this)), m_job(new JobEditor(this)),
+      m_dashboard(new Dashboard(this)), m_workers(new WorkerStatusList(this)), m_live(new LiveControls(this)),
+      m_log(new QPlainTextEdit(this)), m_banner(new QLabel(this)), m_phaseLabel(new QLabel(tr("Idle"), this)),
+      m_statsLabel(new QLabel(this))
+{
+    initStudioResources();
+    setObjectName(QStringLiteral("mainWindow"));
+    setWindowTitle(tr("DLion Studio"));
+    setWindowIcon(icon("dlion-studio"));
+    setUnifiedTitleAndToolBarOnMac(true);
+
+    m_tabs->setDocumentMode(true);
+    m_tabs->addTab(m_cluster, icon("cluster"), tr("&Cluster"));
+    m_tabs->addTab(buildJobPage(), icon("job"), tr("&Job"));
+    m_tabs->addTab(m_dashboard, icon("dashboard"), tr("&Dashboard"));
+    m_tabs->setTabToolTip(0, tr("Where training runs (Ctrl+1)"));
+    m_tabs->setTabToolTip(1, tr("What to train and how (Ctrl+2)"));
+    m_tabs->setTabToolTip(2, tr("Live view of the run (Ctrl+3)"));
+    m_banner->setObjectName(QStringLiteral("validationBanner"));
+    m_banner->setWordWrap(true);
+    m_banner->setContentsMargins(10, 6, 10, 6);
+    m_banner->setStyleSheet(QStringLiteral("QLabel#validationBanner { background: rgba(208,70,59,40); "
+                                           "border: 1px solid #d0463b; border-radius: 4px; }"));
+    auto *central = new QWidget(this);
+    auto *layout = new QVBoxLayout(central);
+    layout->setContentsMargins(8, 8, 8, 8);
+    layout->setSpacing(8);
+    layout->addWidget(m_banner);
+    layout->addWidget(m_tabs, 1);
+    setCentralWidget(central);
+
+    buildActions();
+    buildDocks();
+    statusBar()->addWidget(m_phaseLabel);
+    statusBar()->addPermanentWidget(m_statsLabel);
+
+    core::RunSession &session = m_controller.session();
+    connect(&session, &core::RunSession::workerStateChanged, m_workers, &WorkerStatusList::setState);
+    connect(&session, &core::RunSession::heartbeat, m_workers, &WorkerStatusList::noteHeartbeat);
+    connect(&session, &core::RunSession::mergeObserved, this, &MainWindow::onMerge);
+    connect(&m_controller, &RunController::message, this, &MainWindow::log);
+    connect(&m_controller, &RunController::phaseChanged, this, &MainWindow::onPhaseChanged);
+    connect(m_live, &LiveControls::slowdownRequested, this, [this](int worker, double factor) {
+        m_controller.session().setSlowdown(worker, factor);
+        log(tr("worker %1: compute slowdown set to %2×").arg(worker).arg(factor));
+    });
+    connect(m_live, &LiveControls::linkCapRequested, this, [this](int from, int to, double mbps) {
+        m_controller.session().setLinkCap(from, to, mbps);
+        m_dashboard->setLinkCap(from, to, mbps);
+        log(mbps > 0 ? tr("link %1 → %2: cap set to %3 Mbit/s").arg(from).arg(to).arg(mbps)
+                     : tr("link %1 → %2: uncapped").arg(from).arg(to));
+    });
+    connect(m_cluster, &ClusterPage::changed, this, &MainWindow::validate);
+    connect(m_job, &JobEditor::changed, this, &MainWindow::validate);
+
+    auto *statusTimer = new QTimer(this);
+    connect(statusTimer, &QTimer::timeout, this, &MainWindow::updateStatus);
+    statusTimer->start(500);
+
+    restoreSettings();
+    validate();
+    updateActions();
+}
+
+MainWindow::~MainWindow() = default;
+
+QWidget *MainWindow::buildJobPage()
+{
+    auto *scroll = new QScrollArea(this);
+    scroll->setWidgetResizable(true);
+    scroll->setFrameShape(QFrame::NoFrame);
+    auto *inner = new QWidget(scroll);
+    auto *layout = new QVBoxLayout(inner);
+    layout->setContentsMargins(12, 12, 12, 12);
+    layout->addWidget(m_job);
+    layout->addStretch(1);
+    scroll->setWidget(inner);
+    return scroll;
+}
+
+void MainWindow::buildActions()
+{
+    m_start = new QAction(icon("start"), tr("&Start"), this);
+    m_start->setShortcut(Qt::Key_F5);
+    m_pause = new QAction(icon("pause"), tr("&Pause"), this);
+    m_pause->setShortcut(Qt::Key_F6);
+    m_pause->setCheckable(true);
+    m_stop = new QAction(icon("stop"), tr("S&top"), this);
+    m_stop->setShortcut(Qt::SHIFT | Qt::Key_F5);
+    m_merge = new QAction(icon("merge"), tr("&Merge now"), this);
+    m_merge->setShortcut(Qt::CTRL | Qt::Key_M);
+    m_start->setToolTip(tr("Start the run (F5)"));
+    m_pause->setToolTip(tr("Pause or resume every worker (F6)"));
+    m_stop->setToolTip(tr("Stop the run; workers finish their round and report (Shift+F5)"));
+    m_merge->setToolTip(tr("Knowledge transfer now: merge the best worker's model into the others (Ctrl+M)"));
+    connect(m_start, &QAction::triggered, this, &MainWindow::start);
+    connect(m_stop, &QAction::triggered, &m_controller, &RunController::stop);
+    connect(m_merge, &QAction::triggered, this, &MainWindow::mergeNow);
+    connect(m_pause, &QAction::toggled, this, [this](bool paused) {
+        paused ? m_controller.pause() : m_controller.resume();
+        m_pause->setText(paused ? tr("&Resume") : tr("&Pause"));
+        m_pause->setIcon(icon(paused ? "start" : "pause"));
+        log(paused ? tr("Pausing every worker…") : tr("Resuming…"));
+    });
+
+    auto *savePresetAction = new QAction(icon("save"), tr("&Save preset…"), this);
+    savePresetAction->setShortcut(QKeySequence::Save);
+    connect(savePresetAction, &QAction::triggered, this, &MainWindow::savePreset);
+    auto *loadPresetAction = new QAction(icon("open"), tr("&Load preset…"), this);
+    loadPresetAction->setShortcut(QKeySequence::Open);
+    connect(loadPresetAction, &QAction::triggered, this, &MainWindow::loadPreset);
+    auto *quit = new QAction(tr("&Quit"), this);
+    quit->setShortcut(QKeySequence::Quit);
+    connect(quit, &QAction::triggered, this, &QWidget::close);
+
+    QMenu *file = menuBar()->addMenu(tr("&File"));
+    file->addAction(loadPresetAction);
+    file->addAction(savePresetAction);
+    file->addSeparator();
+    file->addAction(quit);
+    QMenu *run = menuBar()->addMenu(tr("&Run"));
+    for (QAction *a : {m_start, m_pause, m_stop, m_merge})
+        run->addAction(a);
+    QMenu *view = m_viewMenu = menuBar()->addMenu(tr("&View"));
+    const QList<std::pair<QString, Page>> pages = {{tr("&Cluster"), Page::Cluster}, {tr("&Job"), Page::Job},
+                                                   {tr("&Dashboard"), Page::Dashboard}};
+    for (int i = 0; i < pages.size(); ++i) {
+        QAction *a = view->addAction(pages[i].first, this, [this, p = pages[i].second] { showPage(p); });
+        a->setShortcut(QKeySequence(Qt::CTRL | Qt::Key(Qt::Key_1 + i)));
+    }
+    view->addSeparator();
+    QMenu *help = menuBar()->addMenu(tr("&Help"));
+    help->addAction(tr("&About DLion Studio"), this, [this] {
+        QMessageBox::about(this, tr("About DLion Studio"),
+                           tr("<b>DLion Studio %1</b><br>Decentralized deep-learning training on micro-clouds: "
+                              "weighted dynamic batching, per-link prioritized gradient exchange and direct "
+                              "knowledge transfer (Hong &amp; Chandra, HPDC 2021).")
+                               .arg(QStringLiteral(DLION_VERSION)));
+    });
+
+    QToolBar *bar = addToolBar(tr("Run"));
+    bar->setObjectName(QStringLiteral("runToolBar"));
+    bar->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
+    bar->setIconSize(QSize(20, 20));
+    for (QAction *a : {m_start, m_pause, m_stop})
+        bar->addAction(a);
+    bar->addSeparator();
+    bar->addAction(m_merge);
+}
+
+void MainWindow::buildDocks()
+{
+    auto *workersDock = new QDockWidget(tr("Workers"), this);
+    workersDock->setObjectName(QStringLiteral("workersDock"));
+    auto *panel = new QWidget(workersDock);
+    auto *layout = new QVBoxLayout(panel);
+    layout->setContentsMargins(4, 4, 4, 4);
+    layout->addWidget(m_workers, 1);
+    layout->addWidget(m_live);
+    workersDock->setWidget(panel);
+    addDockWidget(Qt::RightDockWidgetArea, workersDock);
+
+    auto *logDock = new QDockWidget(tr("Log"), this);
+    logDock->setObjectName(QStringLiteral("logDock"));
+    m_log->setReadOnly(true);
+    m_log->setMaximumBlockCount(5000);
+    m_log->setObjectName(QStringLiteral("log"));
+    logDock->setWidget(m_log);
+    addDockWidget(Qt::BottomDockWidgetArea, logDock);
+    resizeDocks({logDock}, {120}, Qt::Vertical);
+    resizeDocks({workersDock}, {420}, Qt::Horizontal);
+
+    QAction *toggleWorkers = workersDock->toggleViewAction();
+    toggleWorkers->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_W));
+    QAction *toggleLog = logDock->toggleViewAction();
+    toggleLog->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_L));
+    m_viewMenu->addAction(toggleWorkers);
+    m_viewMenu->addAction(toggleLog);
+}
+
+void MainWindow::showPage(Page page)
+{
+    m_tabs->setCurrentIndex(int(page));
+}
+
+std::optional<core::JobRequest> MainWindow::validate()
+{
+    LocalClusterForm *local = m_cluster->localForm();
+    m_job->clearMarks();
+    local->clearMarks();
+    QStringList problems;
+    QJsonObject overrides = m_job->job();
+    if (m_cluster->mode() == ClusterPage::Mode::Local) {
+        QJsonArray slowdown;
+        for (double f : local->slowdown())
+            slowdown.append(f);
+        overrides.insert("workers", local->workers());
+        overrides.insert("slowdown", slowdown);
+        overrides.insert("emulation", local->emulation());
+        problems << local->validate();
+    } else {
+        problems << tr("Runs on your machines need SSH deployment, which this build does not include yet; "
+                       "choose \"This computer\" to run now.");
+        overrides.insert("workers", qMax(1, int(m_cluster->hostsForm()->hosts().size())));
+    }
+    problems << m_job->validate();
+    QString error;
+    auto request = core::buildJob(QString(), overrides, &error);
+    if (!request) {
+        const QString field = fieldOf(error);
+        if (!m_job->markField(field, error))
+            local->markField(field, error);
+        problems << error;
+    }
+    problems.removeAll(QString());
+    m_problem = problems.value(0);
+    m_banner->setText(m_problem.isEmpty() ? QString() : tr("Cannot start yet: %1").arg(m_problem));
+    m_banner->setVisible(!m_problem.isEmpty());
+    updateActions();
+    if (!m_problem.isEmpty())
+        return std::nullopt;
+    return request;
+}
+
+void MainWindow::start()
+{
+    if (m_controller.isActive())
+        return;
+    const auto request = validate();
+    if (!request) {
+        log(tr("Not started: %1").arg(m_problem));
+        return;
+    }
+    const int n = request->workers;
+    m_dashboard->reset(n, m_cluster->localForm()->capMatrix());
+    m_dashboard->attach(&m_controller.session().data());
+    m_workers->reset(n);
+    m_live->setWorkers(n);
+    m_pause->setChecked(false);
+    m_mergePending = false;
+    log(tr("Starting a %1 run on %2 local workers (%3 on %4).")
+            .arg(request->spec.strategy)
+            .arg(n)
+            .arg(request->spec.model, request->spec.dataset));
+    m_controller.startLocal(*request);
+    showPage(Page::Dashboard);
+}
+
+void MainWindow::mergeNow()
+{
+    if (m_controller.phase() != RunController::Phase::Running)
+        return;
+    m_mergePending = true;
+    m_controller.session().mergeNow();
+    m_phaseLabel->setText(tr("Merge requested…"));
+    log(tr("Merge now: asking the workers to merge the best model into the others…"));
+}
+
+void MainWindow::onMerge(const protocol::MergeEvent &e)
+{
+    const QString text = tr("%1merge at %2 s (round %3): worker %4 (%5 % accuracy) → worker %6 (%7 %), α = %8")
+                             .arg(e.manual ? tr("manual ") : QString())
+                             .arg(e.t, 0, 'f', 1)
+                             .arg(e.round)
+                             .arg(e.from)
+                             .arg(100.0 * e.scoreFrom, 0, 'f', 1)
+                             .arg(e.to)
+                             .arg(100.0 * e.scoreBefore, 0, 'f', 1)
+                             .arg(e.alpha, 0, 'f', 2);
+    log(text);
+    if (e.manual && m_mergePending) {
+        m_mergePending = false;
+        statusBar()->showMessage(tr("Merge done: %1").arg(text), 8000);
+    }
+}
+
+void MainWindow::onPhaseChanged(RunController::Phase phase)
+{
+    if (phase == RunController::Phase::Finished || phase == RunController::Phase::Failed) {
+        const QSignalBlocker block(m_pause);
+        m_pause->setChecked(false);
+        m_pause->setText(tr("&Pause"));
+        m_pause->setIcon(icon("pause"));
+    }
+    updateActions();
+    updateStatus();
+}
+
+void MainWindow::updateActions()
+{
+    const auto phase = m_controller.phase();
+    const bool running = phase == RunController::Phase::Running;
+    m_start->setEnabled(!m_controller.isActive() && m_problem.isEmpty());
+    m_pause->setEnabled(running);
+    m_stop->setEnabled(running || phase == RunController::Phase::StartingAgents);
+    m_merge->setEnabled(running);
+    m_live->setEnabled(running);
+    m_cluster->setEnabled(!m_controller.isActive());
+    m_job->setEnabled(!m_controller.isActive());
+}
+
+QString MainWindow::statusText() const
+{
+    return m_phaseLabel->text();
+}
+
+void MainWindow::updateStatus()
+{
+    static const char *names[] = {QT_TR_NOOP("Idle"), QT_TR_NOOP("Starting agents…"), QT_TR_NOOP("Running"),
+                                  QT_TR_NOOP("Stopping…"), QT_TR_NOOP("Finished"), QT_TR_NOOP("Failed")};
+    const auto &model = m_dashboard->model();
+    if (!m_mergePending)
+        m_phaseLabel->setText(tr(names[int(m_controller.phase())]) + (m_controller.isPaused() ? tr(" (paused)") : QString()));
+    double rate = 0, t = 0;
+    qint64 round = 0;
+    for (int w = 0; w < model.workers(); ++w) {
+        if (const auto *r = model.lastRound(w)) {
+            rate += r->rate;
+            t = qMax(t, r->t);
+            round = qMax(round, r->round);
+        }
+    }
+    const double best = model.bestAccuracy().lastY(-1);
+    m_statsLabel->setText(model.workers() == 0 ? QString()
+                                               : tr("round %1 · %2 s · %3 samples/s · best accuracy %4 · %5 merges")
+                                                     .arg(round)
+                                                     .arg(t, 0, 'f', 0)
+                                                     .arg(rate, 0, 'f', 0)
+                                                     .arg(best < 0 ? tr("—") : tr("%1 %").arg(best, 0, 'f', 1))
+                                                     .arg(model.mergeCount()));
+    m_workers->refresh(model);
+}
+
+void MainWindow::log(const QString &text)
+{
+    qCInfo(lcUi).noquote() << text;
+    m_log->appendPlainText(QStringLiteral("%1  %2").arg(QTime::currentTime().toString(QStringLiteral("HH:mm:ss")), text));
+}
+
+QJsonObject MainWindow::currentPreset() const
+{
+    const LocalClusterForm *local = m_cluster->localForm();
+    QJsonArray slowdown;
+    for (double f : local->slowdown())
+        slowdown.append(f);
+    return QJsonObject{{"job", m_job->job()},
+                       {"local", QJsonObject{{"workers", local->workers()},
+                                             {"slowdown", slowdown},
+                                             {"emulation", local->emulation()}}}};
+}
+
+void MainWindow::applyPreset(const QJsonObject &preset)
+{
+    m_job->setJob(preset.value("job").toObject());
+    const QJsonObject local = preset.value("local").toObject();
+    LocalClusterForm *form = m_cluster->localForm();
+    if (local.contains("workers"))
+        form->setWorkers(local.value("workers").toInt(3));
+    const QJsonArray slowdown = local.value("slowdown").toArray();
+    for (int w = 0; w < slowdown.size(); ++w)
+        form->setSlowdown(w, slowdown[w].toDouble(1));
+    const QJsonValue links = local.value("emulation").toObject().value("links");
+    if (links.isString())
+        form->setLinkPreset(links.toString());
+    const QJsonArray rows = links.toArray();
+    for (int i = 0; i < rows.size(); ++i) {
+        for (int j = 0; j < rows[i].toArray().size(); ++j) {
+            if (i != j)
+                form->setCap(i, j, rows[i].toArray()[j].toDouble());
+        }
+    }
+    validate();
+}
+
+void MainWindow::savePreset()
+{
+    bool ok = false;
+    const QString name = QInputDialog::getText(this, tr("Save preset"), tr("Preset name:"), QLineEdit::Normal,
+                                               QString(), &ok).trimmed();
+    if (!ok || name.isEmpty())
+        return;
+    QString error;
+    if (!PresetStore().save(name, currentPreset(), &error))
+        return void(QMessageBox::warning(this, tr("Preset not saved"), error));
+    log(tr("Preset \"%1\" saved.").arg(name));
+}
+
+void MainWindow::loadPreset()
+{
+    const PresetStore store;
+    const QStringList names = store.names();
+    if (names.isEmpty())
+        return void(QMessageBox::information(this, tr("No presets"),
+                                             tr("No presets saved yet in %1. Use File → Save preset first.").arg(store.folder())));
+    bool ok = false;
+    const QString name = QInputDialog::getItem(this, tr("Load preset"), tr("Preset:"), names, 0, false, &ok);
+    if (!ok)
+        return;
+    QString error;
+    const auto preset = store.load(name, &error);
+    if (!preset)
+        return void(QMessageBox::warning(this, tr("Preset not loaded"), error));
+    applyPreset(*preset);
+    log(tr("Preset \"%1\" loaded.").arg(name));
+}
+
+void MainWindow::restoreSettings()
+{
+    QSettings s;
+    if (!restoreGeometry(s.value("window/geometry").toByteArray()))
+        resize(1500, 940);
+    restoreState(s.value("window/state").toByteArray());
+    m_cluster->setMode(s.value("setup/mode").toString() == QLatin1String("machines") ? ClusterPage::Mode::Machines
+                                                                                       : ClusterPage::Mode::Local);
+    const QJsonDocument last = QJsonDocument::fromJson(s.value("setup/last").toByteArray());
+    if (last.isObject())
+        applyPreset(last.object());
+    // First run: start at the cluster choice; later, at the job.
+    showPage(s.contains("setup/mode") ? Page::Job : Page::Cluster);
+}
+
+void MainWindow::saveSettings() const
+{
+    QSettings s;
+    s.setValue("window/geometry", saveGeometry());
+    s.setValue("window/state", saveState());
+    s.setValue("setup/mode", m_cluster->mode() == ClusterPage::Mode::Local ? "local" : "machines");
+    s.setValue("setup/last", QJsonDocument(currentPreset()).toJson(QJsonDocument::Compact));
+}
+
+void MainWindow::closeEvent(QCloseEvent *event)
+{
+    saveSettings();
+    if (m_controller.isActive())
+        m_controller.stop();
+    event->accept();
+}
+
+} // namespace dlion::ui

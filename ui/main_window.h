@@ -1,0 +1,89 @@
+#pragma once
+
+#include "run_controller.h"
+
+#include <QMainWindow>
+
+#include <optional>
+
+class QAction;
+class QLabel;
+class QMenu;
+class QPlainTextEdit;
+class QTabWidget;
+
+namespace dlion::ui {
+
+class ClusterPage;
+class Dashboard;
+class JobEditor;
+class LiveControls;
+class WorkerStatusList;
+
+// The control center: cluster setup, job editor and live dashboard as
+// pages, run controls in the toolbar, workers and the log in docks.
+class MainWindow : public QMainWindow {
+    Q_OBJECT
+public:
+    enum class Page { Cluster, Job, Dashboard };
+
+    explicit MainWindow(QWidget *parent = nullptr);
+    ~MainWindow() override;
+
+    void showPage(Page page);
+    // Checks the setup and the job, marking invalid inputs in place; the
+    // request to run when all is valid.
+    std::optional<core::JobRequest> validate();
+    QString validationMessage() const { return m_problem; }
+
+    ClusterPage *clusterPage() const { return m_cluster; }
+    JobEditor *jobEditor() const { return m_job; }
+    Dashboard *dashboard() const { return m_dashboard; }
+    WorkerStatusList *workerList() const { return m_workers; }
+    LiveControls *liveControls() const { return m_live; }
+    RunController *controller() { return &m_controller; }
+    QAction *startAction() const { return m_start; }
+    QAction *pauseAction() const { return m_pause; }
+    QAction *stopAction() const { return m_stop; }
+    QAction *mergeAction() const { return m_merge; }
+    QString statusText() const;
+
+protected:
+    void closeEvent(QCloseEvent *event) override;
+
+private:
+    void buildActions();
+    void buildDocks();
+    QWidget *buildJobPage();
+    void start();
+    void mergeNow();
+    void onPhaseChanged(RunController::Phase phase);
+    void onMerge(const protocol::MergeEvent &event);
+    void updateActions();
+    void updateStatus();
+    void log(const QString &text);
+    void savePreset();
+    void loadPreset();
+    QJsonObject currentPreset() const;
+    void applyPreset(const QJsonObject &preset);
+    void restoreSettings();
+    void saveSettings() const;
+
+    RunController m_controller;
+    QTabWidget *m_tabs;
+    ClusterPage *m_cluster;
+    JobEditor *m_job;
+    Dashboard *m_dashboard;
+    WorkerStatusList *m_workers;
+    LiveControls *m_live;
+    QPlainTextEdit *m_log;
+    QLabel *m_banner;
+    QLabel *m_phaseLabel;
+    QLabel *m_statsLabel;
+    QAction *m_start, *m_pause, *m_stop, *m_merge;
+    QMenu *m_viewMenu = nullptr;
+    QString m_problem;
+    bool m_mergePending = false;
+};
+
+} // namespace dlion::ui

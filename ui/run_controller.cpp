@@ -1,0 +1,119 @@
+#include "run_controller.h"
+
+#include "ui_log.h"
+
+#include <handshake.h>
+#include <local_cluster.h>
+
+#include <QTimer>
+
+namespace dlion::ui {
+
+namespace {
+constexpr int kAgentGraceMs = 3000;
+} // namespace
+
+RunController::RunController(QObject *parent) : QObject(parent)
+{
+    connect(&m_session, &core::RunSession::logMessage, this, &RunController::message);
+    connect(&m_session, &core::RunSession::finished, this, [this](bool ok, const QString &text) {
+        releaseAgents();
+        setPhase(ok ? Phase::Finished : Phase::Failed);
+        Q_EMIT message(ok ? tr("Run finished.") : tr("Run failed: %1").arg(text));
+        Q_EMIT ended(ok, text);
+    });
+}
+
+RunController::~RunController()
+{
+    releaseAgents();
+}
+
+void RunController::setPhase(Phase p)
+{
+    if (m_phase == p)
+        return;
+    m_phase = p;
+    qCInfo(lcUi) << "run phase" << p;
+    Q_EMIT phaseChanged(p);
+}
+
+void RunController::startLocal(const core::JobRequest &request)
+{
+    if (isActive())
+        return;
+    if (core::LocalCluster::agentProgram().isEmpty())
+        return fail(tr("dlion-agent was not found next to dlion-studio or on PATH; build it or set DLION_AGENT."));
+    m_request = request;
+    m_paused = false;
+    m_secret = protocol::handshake::makeSecret();
+    m_cluster = std::make_unique<core::LocalCluster>();
+    connect(m_cluster.get(), &core::LocalCluster::failed, this, [this](const QString &reason) {
+        fail(tr("The local agents could not start: %1").arg(reason));
+    });
+    connect(m_cluster.get(), &core::LocalCluster::agentExited, this, [this](int worker, int code) {
+        if (isActive())
+            Q_EMIT message(tr("worker %1's agent exited (code %2)").arg(worker).arg(code));
+    });
+    connect(m_cluster.get(), &core::LocalCluster::ready, this, [this] {
+        QList<core::AgentEndpoint> endpoints;
+        for (quint16 port : m_cluster->ports())
+            endpoints.append({QStringLiteral("127.0.0.1"), port});
+        m_session.start(m_request.spec, endpoints, m_secret, QStringLiteral("127.0.0.1"), core::pickFreePort());
+        setPhase(Phase::Running);
+        Q_EMIT runStarted(int(endpoints.size()));
+    });
+    setPhase(Phase::StartingAgents);
+    Q_EMIT message(tr("Starting %1 local agents…").arg(request.workers));
+    m_cluster->start(request.workers, m_secret);
+}
+
+void RunController::stop()
+{
+    if (m_phase == Phase::StartingAgents)
+        return fail(tr("Stopped before the run started."));
+    if (m_phase != Phase::Running)
+        return;
+    setPhase(Phase::Stopping);
+    Q_EMIT message(tr("Stopping the run…"));
+    m_session.stop();
+}
+
+void RunController::pause()
+{
+    if (m_phase == Phase::Running && !m_paused) {
+        m_paused = true;
+        m_session.pause();
+    }
+}
+
+void RunController::resume()
+{
+    if (m_phase == Phase::Running && m_paused) {
+        m_paused = false;
+        m_session.resume();
+    }
+}
+
+void RunController::fail(const QString &reason)
+{
+    releaseAgents();
+    setPhase(Phase::Failed);
+    Q_EMIT message(reason);
+    Q_EMIT ended(false, reason);
+}
+
+void RunController::releaseAgents()
+{
+    if (!m_cluster)
+        return;
+    // Agents told to shut down exit on their own; whatever still runs after
+    // a grace period is killed when the cluster is deleted. No blocking wait
+    // here: the window stays responsive whatever the agents do.
+    m_session.shutdownAgents();
+    core::LocalCluster *cluster = m_cluster.release();
+    cluster->setParent(this);
+    QTimer::singleShot(kAgentGraceMs, cluster, &QObject::deleteLater);
+}
+
+} // namespace dlion::ui

@@ -1,0 +1,60 @@
+#pragma once
+
+#include <job_builder.h>
+#include <run_session.h>
+
+#include <QObject>
+
+#include <memory>
+
+namespace dlion::core {
+class LocalCluster;
+}
+
+namespace dlion::ui {
+
+// Drives one run from the GUI: brings up the agents (the embedded local
+// cluster), hands the job to a RunSession, and takes the agents down when
+// the run ends. Never blocks the event loop; every failure ends in
+// `failed(message)` with a message naming what went wrong.
+class RunController : public QObject {
+    Q_OBJECT
+public:
+    enum class Phase { Idle, StartingAgents, Running, Stopping, Finished, Failed };
+    Q_ENUM(Phase)
+
+    explicit RunController(QObject *parent = nullptr);
+    ~RunController() override;
+
+    // Starts `request.workers` local agents, then the job.
+    void startLocal(const core::JobRequest &request);
+    void stop();
+    void pause();
+    void resume();
+
+    Phase phase() const { return m_phase; }
+    bool isActive() const { return m_phase == Phase::StartingAgents || m_phase == Phase::Running || m_phase == Phase::Stopping; }
+    core::RunSession &session() { return m_session; }
+    const core::JobRequest &request() const { return m_request; }
+    bool isPaused() const { return m_paused; }
+
+Q_SIGNALS:
+    void phaseChanged(dlion::ui::RunController::Phase phase);
+    void message(const QString &text);
+    void runStarted(int workers);
+    void ended(bool ok, const QString &message);
+
+private:
+    void setPhase(Phase p);
+    void fail(const QString &reason);
+    void releaseAgents();
+
+    core::RunSession m_session;
+    std::unique_ptr<core::LocalCluster> m_cluster;
+    core::JobRequest m_request;
+    QByteArray m_secret;
+    Phase m_phase = Phase::Idle;
+    bool m_paused = false;
+};
+
+} // namespace dlion::ui
