@@ -1,4 +1,5 @@
 // dlion: the headless face of DLion Studio, for scripts and servers.
+#include "deploy_command.h"
 #include "run_command.h"
 
 #include <QCoreApplication>
@@ -22,7 +23,9 @@ void onSignal(int)
 const char *kUsage =
     "Usage: dlion COMMAND [options]\n\n"
     "Commands:\n"
-    "  run        Train a job on the embedded local cluster (or a cluster file).\n\n"
+    "  run        Train a job on the embedded local cluster (or a cluster file).\n"
+    "  deploy     Install, start and check agents on the hosts of a cluster file.\n"
+    "  stop       Stop agents left on the hosts of a cluster file and remove their files.\n\n"
     "Run 'dlion COMMAND --help' for the options of a command.\n"
     "Options: --help, --version\n";
 
@@ -61,6 +64,10 @@ int main(int argc, char **argv)
         }
         return run.exec(args);
     }
+    if (command == QLatin1String("deploy") || command == QLatin1String("stop"))
+        return dlion::cli::DeployCommand(command == QLatin1String("deploy") ? dlion::cli::DeployCommand::Mode::Deploy
+                                                                             : dlion::cli::DeployCommand::Mode::Stop)
+            .exec(args);
     err << "dlion: unknown command \"" << command << "\"\n\n" << kUsage;
     return 2;
 }

@@ -72,6 +72,8 @@ int RunCommand::exec(const QStringList &args)
     parser.addOption({"slowdown", "Per-worker compute slowdown factors, e.g. 1,1,2,4.", "LIST"});
     parser.addOption({"out", "Run directory (default: a new folder under the data directory).", "DIR"});
     parser.addOption({"quiet", "Print only the summary."});
+    parser.addOption({"cluster", "Deploy agents to the hosts of this cluster file over SSH instead of local workers.", "FILE"});
+    parser.addOption({"accept-new-host-keys", "With --cluster: trust and record host keys not yet known."});
     parser.addOption({"store", "Run store to record the run in (default: $DLION_STORE or the user's data directory).", "PATH"});
     for (const FlagSpec &f : kFlags)
         parser.addOption({QString::fromLatin1(f.flag), QString::fromLatin1(f.help), QString::fromLatin1(f.value)});
@@ -117,6 +119,15 @@ int RunCommand::exec(const QStringList &args)
         }
         overrides.insert("slowdown", factors);
     }
+    if (parser.isSet("cluster")) {
+        m_remote = std::make_unique<ConsoleDeployer>();
+        QString clusterError;
+        if (!m_remote->load(parser.value("cluster"), parser.isSet("accept-new-host-keys"), parser.isSet("quiet"), &clusterError)
+            || !m_remote->applyTo(overrides, &clusterError)) {
+            err() << "dlion run: " << clusterError << "\n";
+            return 2;
+        }
+    }
     QString error;
     auto request = core::buildJob(parser.value("config"), overrides, &error);
     if (!request) {
@@ -161,11 +172,14 @@ int RunCommand::exec(const QStringList &args)
         connect(&m_progressTimer, &QTimer::timeout, this, [this] { printProgress(); });
         m_progressTimer.start(m_tty ? 1000 : 5000);
     }
-    out() << "starting " << m_request.workers << " local workers ("
+    out() << "starting " << m_request.workers << (m_remote ? " workers on the cluster's hosts (" : " local workers (")
           << m_request.spec.strategy << ", " << m_request.spec.model << " on " << m_request.spec.dataset << ")\n";
     out().flush();
     m_clock.start();
-    m_cluster.start(m_request.workers, m_secret);
+    if (m_remote)
+        deployRemote();
+    else
+        m_cluster.start(m_request.workers, m_secret);
     return QCoreApplication::exec() == 0 ? m_exitCode : 1;
 }
 
@@ -232,7 +246,34 @@ void RunCommand::onFinished(bool ok, const QString &message)
         out() << "run id: " << m_recorder.runId() << " in " << m_store.path() << " (dlion report " << m_recorder.runId() << ")\n";
     out().flush();
     m_exitCode = ok ? 0 : 1;
-    QCoreApplication::exit(0);
+    exitAfterCleanup(0);
+}
+
+void RunCommand::deployRemote()
+{
+    core::Deployer &deployer = m_remote->deployer();
+    connect(&deployer, &core::Deployer::deployed, this, [this](const QList<core::AgentEndpoint> &agents) {
+        if (m_interrupts > 0)
+            return exitAfterCleanup(1);
+        m_session.start(m_request.spec, agents, m_secret, agents[0].host, m_remote->rendezvousPort(agents[0].host));
+    });
+    connect(&deployer, &core::Deployer::failed, this, [](const QString &reason) {
+        err() << "dlion run: " << reason << "\n";
+        QCoreApplication::exit(1);
+    });
+    deployer.deploy(m_secret);
+}
+
+void RunCommand::exitAfterCleanup(int code)
+{
+    if (!m_remote)
+        return QCoreApplication::exit(code);
+    connect(&m_remote->deployer(), &core::Deployer::stopped, this, [this, code](bool ok) {
+        if (!ok)
+            m_exitCode = 1;
+        QCoreApplication::exit(code);
+    });
+    m_remote->deployer().stop();
 }
 
 void RunCommand::interrupt()
@@ -240,13 +281,17 @@ void RunCommand::interrupt()
     if (++m_interrupts > 1) {
         err() << "dlion run: interrupted again, exiting now\n";
         m_cluster.shutdown(0);
+        if (m_remote)
+            err() << "dlion run: agents may still run on the cluster's hosts; remove them with: dlion stop --cluster FILE\n";
         ::_exit(130);
     }
     err() << "dlion run: stopping the workers (Ctrl-C again to exit at once)\n";
     if (m_session.state() == core::RunSession::State::Running)
         m_session.stop();
-    else
+    else if (!m_remote)
         QCoreApplication::exit(1);
+    else if (!m_remote->deployer().isBusy())
+        exitAfterCleanup(1);  // else the deployment's end sees the interrupt
 }
 
 } // namespace dlion::cli

@@ -1,5 +1,7 @@
 #pragma once
 
+#include "console_deployer.h"
+
 #include <job_builder.h>
 #include <local_cluster.h>
 #include <run_recorder.h>
@@ -11,6 +13,8 @@
 #include <QObject>
 #include <QStringList>
 #include <QTimer>
+
+#include <memory>
 
 namespace dlion::cli {
 
@@ -28,12 +32,16 @@ private:
     void onClusterReady();
     void printProgress(bool force = false);
     void onFinished(bool ok, const QString &message);
+    // --cluster: deploy agents over SSH, run on them, remove them after.
+    void deployRemote();
+    void exitAfterCleanup(int code);
 
     core::JobRequest m_request;
     QDir m_outDir;
     QByteArray m_secret;
     core::LocalCluster m_cluster;
     core::RunSession m_session;
+    std::unique_ptr<ConsoleDeployer> m_remote;  // set with --cluster
     core::RunStore m_store;
     core::RunRecorder m_recorder{&m_store};
     QTimer m_progressTimer;

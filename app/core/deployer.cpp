@@ -77,7 +77,7 @@ RemoteAgent::Setup Deployer::setupFor(const QString &host)
         }
         Q_EMIT passwordRequested(host);
         const std::optional<QString> pw = awaitAnswer("pw:" + host);
-        if (!pw)
+        if (!pw || pw->isEmpty())
             return std::nullopt;
         std::lock_guard lock(m_mutex);
         m_passwords.insert(host, pw->toUtf8());

@@ -51,6 +51,7 @@ public:
     bool isBusy() const { return !m_threads.isEmpty(); }
 
     void answerHostKey(const QString &host, bool accept);
+    // An empty password means the user declined.
     void answerPassword(const QString &host, const QString &password);
 
     const ClusterSpec &cluster() const { return m_cluster; }

@@ -1,0 +1,74 @@
+#include "deploy_command.h"
+
+#include "console_deployer.h"
+
+#include <handshake.h>
+
+#include <QCommandLineParser>
+#include <QCoreApplication>
+#include <QTextStream>
+
+namespace dlion::cli {
+
+int DeployCommand::exec(const QStringList &args)
+{
+    const bool deploy = m_mode == Mode::Deploy;
+    const QString name = deploy ? QStringLiteral("dlion deploy") : QStringLiteral("dlion stop");
+    QTextStream err(stderr), out(stdout);
+    QCommandLineParser parser;
+    parser.setApplicationDescription(deploy
+        ? QStringLiteral("dlion deploy: install and start dlion-agent on every host of a cluster file over SSH,\n"
+                         "check that each answers with a fresh run secret, then stop them again.\n"
+                         "dlion run --cluster FILE does the same before it trains.")
+        : QStringLiteral("dlion stop: stop the dlion-agents left on the hosts of a cluster file\n"
+                         "(for example by a controller that was killed) and remove their files."));
+    parser.addHelpOption();
+    parser.addOption({"cluster", "Cluster file (JSON or YAML).", "FILE"});
+    parser.addOption({"accept-new-host-keys", "Trust and record host keys not yet known (never a changed one)."});
+    parser.addOption({"quiet", "Print only errors."});
+    if (!parser.parse(args)) {
+        err << name << ": " << parser.errorText() << "\n";
+        return 2;
+    }
+    if (parser.isSet("help")) {
+        out << parser.helpText();
+        return 0;
+    }
+    if (!parser.isSet("cluster") || !parser.positionalArguments().isEmpty()) {
+        err << name << ": give the cluster file with --cluster FILE\n";
+        return 2;
+    }
+    ConsoleDeployer console;
+    QString error;
+    if (!console.load(parser.value("cluster"), parser.isSet("accept-new-host-keys"), parser.isSet("quiet"), &error)) {
+        err << name << ": " << error << "\n";
+        return 2;
+    }
+    core::Deployer &deployer = console.deployer();
+    int status = 1;
+    QObject::connect(&deployer, &core::Deployer::stopped, &deployer, [&](bool ok, const QString &) {
+        if (ok && !parser.isSet("quiet"))
+            out << (deploy ? "deployment check passed on " : "agents stopped on ") << deployer.cluster().hosts.size()
+                << " hosts" << Qt::endl;
+        status = ok ? status : 1;
+        QCoreApplication::exit(0);
+    });
+    QObject::connect(&deployer, &core::Deployer::failed, &deployer, [&](const QString &reason) {
+        err << name << ": " << reason << Qt::endl;
+        QCoreApplication::exit(0);
+    });
+    QObject::connect(&deployer, &core::Deployer::deployed, &deployer, [&] {
+        status = 0;
+        deployer.stop();
+    });
+    if (deploy) {
+        deployer.deploy(protocol::handshake::makeSecret());
+    } else {
+        status = 0;
+        deployer.stop();
+    }
+    QCoreApplication::exec();
+    return status;
+}
+
+} // namespace dlion::cli

@@ -1,0 +1,93 @@
+// Cluster files: what a valid one yields, and messages that name the host
+// and the field for every kind of mistake.
+#include <cluster_spec.h>
+
+#include <QDir>
+#include <QFile>
+#include <QJsonArray>
+#include <QTemporaryDir>
+#include <QtTest>
+
+using namespace dlion::core;
+
+class TestClusterSpec : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    void yamlFileLoads();
+    void mistakesNameHostAndField_data();
+    void mistakesNameHostAndField();
+};
+
+void TestClusterSpec::yamlFileLoads()
+{
+    QTemporaryDir dir;
+    QFile f(dir.filePath("lab.yaml"));
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write("name: lab\nrendezvous_port: 29600\nagent_port: 7070\nknown_hosts: ~/kh\nhosts:\n"
+            "  - {name: edge-1, address: 10.0.0.5, user: alice, auth: key, key_file: ~/.ssh/id_ed25519,\n"
+            "     work_dir: /tmp/dlion, slowdown: 2}\n"
+            "  - {address: edge-2.lan, port: 2222, user: bob, auth: password, work_dir: ~/dl, agent_port: 0,\n"
+            "     listen: 192.168.1.7}\n");
+    f.close();
+    QString error;
+    const auto spec = ClusterSpec::load(f.fileName(), &error);
+    QVERIFY2(spec, qPrintable(error));
+    QCOMPARE(spec->name, QString("lab"));
+    QCOMPARE(spec->rendezvousPort, 29600);
+    QCOMPARE(spec->knownHosts, QDir::homePath() + "/kh");
+    QCOMPARE(spec->hosts.size(), 2);
+    const ClusterHost &a = spec->hosts[0], &b = spec->hosts[1];
+    QCOMPARE(a.auth, SshAuth::KeyFile);
+    QCOMPARE(a.keyFile, QDir::homePath() + "/.ssh/id_ed25519");
+    QCOMPARE(a.agentPort, 7070);  // the cluster default
+    QCOMPARE(a.slowdown, 2.0);
+    QCOMPARE(b.name, QString("host-2"));
+    QCOMPARE(b.port, 2222);
+    QCOMPARE(b.auth, SshAuth::Password);
+    QCOMPARE(b.agentPort, 0);
+    QCOMPARE(b.workDir, QString("~/dl"));  // expanded on the host, not here
+    QCOMPARE(b.listen, QString("192.168.1.7"));
+}
+
+void TestClusterSpec::mistakesNameHostAndField_data()
+{
+    QTest::addColumn<QJsonObject>("host");
+    QTest::addColumn<QString>("expected");
+    const QJsonObject ok{{"name", "edge-2"}, {"address", "10.0.0.6"}, {"user", "u"}, {"work_dir", "/tmp/d"}};
+    auto with = [&](const char *key, const QJsonValue &v) {
+        QJsonObject o = ok;
+        if (v.isUndefined())
+            o.remove(key);
+        else
+            o.insert(key, v);
+        return o;
+    };
+    QTest::newRow("port") << with("port", 70000) << "host \"edge-2\": field \"port\" must be a whole number from 1 to 65535";
+    QTest::newRow("address") << with("address", QJsonValue::Undefined) << "host \"edge-2\": field \"address\" is missing";
+    QTest::newRow("auth") << with("auth", "kerberos") << "host \"edge-2\": field \"auth\" is \"kerberos\"; allowed: key, agent, password";
+    QTest::newRow("key_file") << with("auth", "key") << "host \"edge-2\": field \"key_file\" is missing";
+    QTest::newRow("password") << with("password", "hunter2") << "host \"edge-2\": field \"password\" is not allowed";
+    QTest::newRow("work_dir") << with("work_dir", "rel/dir") << "host \"edge-2\": field \"work_dir\" must be an absolute path";
+    QTest::newRow("listen") << with("listen", "eth0") << "host \"edge-2\": field \"listen\" must be a numeric IP";
+    QTest::newRow("name") << with("name", "a b") << "host \"a b\": field \"name\" may use only";
+    QTest::newRow("typo") << with("adress", "x") << "host \"edge-2\": field \"adress\" is not a cluster field";
+    QTest::newRow("slowdown") << with("slowdown", 0.5) << "host \"edge-2\": field \"slowdown\" must be a number from 1";
+}
+
+void TestClusterSpec::mistakesNameHostAndField()
+{
+    QFETCH(QJsonObject, host);
+    QFETCH(QString, expected);
+    QString error;
+    QVERIFY(!ClusterSpec::fromJson(QJsonObject{{"hosts", QJsonArray{host}}}, &error));
+    QVERIFY2(error.startsWith(expected), qPrintable(error));
+
+    const QJsonObject twin{{"name", "a"}, {"address", "h"}, {"user", "u"}, {"work_dir", "/w"}};
+    QVERIFY(!ClusterSpec::fromJson(QJsonObject{{"hosts", QJsonArray{twin, twin}}}, &error));
+    QVERIFY2(error.contains("host \"a\": field \"name\" is used by two hosts"), qPrintable(error));
+    QVERIFY(!ClusterSpec::fromJson(QJsonObject{{"hosts", QJsonArray{}}}, &error));
+    QVERIFY2(error.contains("field \"hosts\" must be a non-empty list"), qPrintable(error));
+}
+
+QTEST_GUILESS_MAIN(TestClusterSpec)
+#include "tst_cluster_spec.moc"
