@@ -154,6 +154,8 @@ void AgentServer::handleCommand(const QCborMap &body)
         w.requestMerge();
     else if (cmd == QLatin1String("set_slowdown") && body.value("value").toDouble() >= 1)
         w.setSlowdown(body.value("value").toDouble());
+    else if (cmd == QLatin1String("set_link_cap") && body.value("peer").isInteger() && body.value("mbps").toDouble(-1) >= 0)
+        w.setLinkCap(int(body.value("peer").toInteger()), body.value("mbps").toDouble());
     else
         sendError(QStringLiteral("unknown or malformed command \"%1\"").arg(cmd));
 }

@@ -78,6 +78,54 @@ void Comm::send(torch::Tensor &t, int dst, int tag)
     waitOn(m_group->send(v, dst, tag), m_timeout, "send");
 }
 
+namespace {
+// c10d hands out intrusive pointers; a shared_ptr that owns one keeps the
+// header free of c10 types.
+std::shared_ptr<c10d::Work> share(c10::intrusive_ptr<c10d::Work> work)
+{
+    c10d::Work *raw = work.get();
+    return std::shared_ptr<c10d::Work>(raw, [keep = std::move(work)](c10d::Work *) mutable { keep.reset(); });
+}
+} // namespace
+
+bool Comm::Request::done() const
+{
+    return !m_work || m_work->isCompleted();
+}
+
+void Comm::Request::wait() const
+{
+    if (!m_work)
+        return;
+    try {
+        m_work->wait(m_timeout);
+    } catch (const std::exception &e) {
+        throw EngineError(std::string("point-to-point transfer failed: a peer worker is unreachable or stopped (") + e.what() + ")");
+    }
+}
+
+Comm::Request Comm::isend(torch::Tensor &t, int dst, int tag)
+{
+    Request r;
+    r.m_timeout = m_timeout;
+    if (m_group) {
+        std::vector<torch::Tensor> v{t};
+        r.m_work = share(m_group->send(v, dst, tag));
+    }
+    return r;
+}
+
+Comm::Request Comm::irecv(torch::Tensor &t, int src, int tag)
+{
+    Request r;
+    r.m_timeout = m_timeout;
+    if (m_group) {
+        std::vector<torch::Tensor> v{t};
+        r.m_work = share(m_group->recv(v, src, tag));
+    }
+    return r;
+}
+
 void Comm::recv(torch::Tensor &t, int src, int tag)
 {
     if (!m_group)

@@ -8,7 +8,7 @@
 
 namespace c10d {
 class ProcessGroupGloo;
-class Store;
+class Work;
 } // namespace c10d
 
 namespace dlion::engine {
@@ -39,6 +39,21 @@ public:
     // Point-to-point; `tag` must match on both ends.
     void send(torch::Tensor &t, int dst, int tag);
     void recv(torch::Tensor &t, int src, int tag);
+
+    // Non-blocking point-to-point. The tensor must stay alive until the
+    // request completes.
+    class Request {
+    public:
+        Request() = default;
+        bool done() const;
+        void wait() const;  // throws EngineError after the timeout
+    private:
+        friend class Comm;
+        std::shared_ptr<c10d::Work> m_work;
+        std::chrono::milliseconds m_timeout{0};
+    };
+    Request isend(torch::Tensor &t, int dst, int tag);
+    Request irecv(torch::Tensor &t, int src, int tag);
 
 private:
     int m_rank;

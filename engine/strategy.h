@@ -13,6 +13,7 @@
 namespace dlion::engine {
 
 class Comm;
+class LinkEmulator;
 class Trainer;
 
 // What a strategy sees of the current round. `rates` and the flags come from
@@ -22,6 +23,7 @@ struct RoundContext {
     std::int64_t round = 0;
     double elapsedS = 0;
     std::vector<double> rates;      // every worker's measured samples/s (0 = not yet measured)
+    std::vector<double> bandwidth;  // n x n, bytes/s of link i -> j as measured by j (0 = unknown)
     bool mergeRequested = false;    // a user asked for a knowledge-transfer merge
     protocol::RoundRecord *record = nullptr;              // this round's telemetry, to fill
     std::function<void(const protocol::MergeEvent &)> emitMerge;
@@ -45,10 +47,14 @@ public:
     // per-link telemetry of ctx.record.
     virtual void exchange(torch::Tensor &grad, RoundContext &ctx) = 0;
     virtual void afterStep(RoundContext &) {}
+    // This worker's estimates of its incoming links (bytes/s per peer, 0 =
+    // unknown), shared with all workers in the next control exchange.
+    virtual std::vector<double> incomingBandwidth() const { return {}; }
 };
 
 // Builds the strategy named in spec.strategy; throws EngineError on an
 // unknown name or a bad knob in spec.strategyOptions.
-std::unique_ptr<Strategy> makeStrategy(const protocol::JobSpec &spec, Trainer &trainer, Comm &comm);
+std::unique_ptr<Strategy> makeStrategy(const protocol::JobSpec &spec, Trainer &trainer, Comm &comm,
+                                       const LinkEmulator &emulator);
 
 } // namespace dlion::engine

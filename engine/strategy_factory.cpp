@@ -1,14 +1,31 @@
+#include "ako_strategy.h"
 #include "allreduce_strategy.h"
+#include "dlion_strategy.h"
 #include "engine_error.h"
+#include "gaia_strategy.h"
+#include "hop_strategy.h"
 #include "strategy.h"
+#include "strategy_options.h"
 
 namespace dlion::engine {
 
-std::unique_ptr<Strategy> makeStrategy(const protocol::JobSpec &spec, Trainer &, Comm &comm)
+std::unique_ptr<Strategy> makeStrategy(const protocol::JobSpec &spec, Trainer &trainer, Comm &comm,
+                                       const LinkEmulator &emulator)
 {
-    if (spec.strategy == QLatin1String("allreduce"))
-        return std::make_unique<AllreduceStrategy>(spec, comm);
-    throw EngineError("strategy \"" + spec.strategy.toStdString() + "\" is not available in this engine build");
+    const QString &name = spec.strategy;
+    if (name == QLatin1String("allreduce")) {
+        StrategyOptions(spec.strategyOptions, name, {});
+        return std::make_unique<AllreduceStrategy>(spec, comm, emulator);
+    }
+    if (name == QLatin1String("dlion"))
+        return std::make_unique<DlionStrategy>(spec, trainer, comm, emulator);
+    if (name == QLatin1String("gaia"))
+        return std::make_unique<GaiaStrategy>(spec, trainer, comm, emulator);
+    if (name == QLatin1String("ako"))
+        return std::make_unique<AkoStrategy>(spec, trainer, comm, emulator);
+    if (name == QLatin1String("hop"))
+        return std::make_unique<HopStrategy>(spec, trainer, comm, emulator);
+    throw EngineError("unknown strategy \"" + name.toStdString() + "\" (use allreduce, dlion, gaia, ako or hop)");
 }
 
 } // namespace dlion::engine

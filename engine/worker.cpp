@@ -2,6 +2,7 @@
 
 #include "comm.h"
 #include "engine_error.h"
+#include "link_emulator.h"
 #include "rate_meter.h"
 #include "strategy.h"
 #include "trainer.h"
@@ -29,16 +30,31 @@ class ControlExchange {
 public:
     enum Slot { Rate, Samples, Stop, Pause, Merge, Eval, SlotCount };
 
-    explicit ControlExchange(Comm &comm) : m_comm(comm), m_buf(torch::zeros({comm.world() * SlotCount}, torch::kDouble)) {}
+    explicit ControlExchange(Comm &comm)
+        : m_comm(comm), m_stride(SlotCount + comm.world()), m_buf(torch::zeros({comm.world() * m_stride}, torch::kDouble))
+    {}
 
-    void exchange(const double (&mine)[SlotCount])
+    // `incoming`: this worker's estimates of its incoming links (bytes/s).
+    void exchange(const double (&mine)[SlotCount], const std::vector<double> &incoming)
     {
         m_buf.zero_();
-        auto *p = m_buf.data_ptr<double>() + m_comm.rank() * SlotCount;
+        auto *p = m_buf.data_ptr<double>() + m_comm.rank() * m_stride;
         std::copy(std::begin(mine), std::end(mine), p);
+        std::copy(incoming.begin(), incoming.end(), p + SlotCount);
         m_comm.allreduceSum(m_buf);
     }
-    double at(int worker, Slot s) const { return m_buf.data_ptr<double>()[worker * SlotCount + s]; }
+    double at(int worker, Slot s) const { return m_buf.data_ptr<double>()[worker * m_stride + s]; }
+    // n x n matrix of link i -> j bandwidth, as measured by receiver j.
+    std::vector<double> bandwidth() const
+    {
+        const int n = m_comm.world();
+        std::vector<double> out(std::size_t(n * n), 0.0);
+        for (int j = 0; j < n; ++j) {
+            for (int i = 0; i < n; ++i)
+                out[std::size_t(i * n + j)] = m_buf.data_ptr<double>()[j * m_stride + SlotCount + i];
+        }
+        return out;
+    }
     bool any(Slot s) const
     {
         for (int w = 0; w < m_comm.world(); ++w) {
@@ -57,6 +73,7 @@ public:
 
 private:
     Comm &m_comm;
+    int m_stride;
     torch::Tensor m_buf;
 };
 
@@ -69,6 +86,12 @@ Worker::Worker(protocol::JobSpec spec, std::string localHost, WorkerHooks hooks)
 }
 
 Worker::~Worker() = default;
+
+void Worker::setLinkCap(int peer, double mbps)
+{
+    std::lock_guard lock(m_capMutex);
+    m_pendingCaps.emplace_back(peer, mbps);
+}
 
 WorkerResult Worker::run()
 {
@@ -83,6 +106,7 @@ WorkerResult Worker::run()
         throw EngineError("device \"" + m_spec.device.toStdString() + "\" is not available: this build of the engine "
                           "uses a CPU-only LibTorch");
 
+    LinkEmulator emulator(m_spec.emulation, world);
     state("loading");
     Trainer trainer(m_spec);
     qCInfo(lcEngine) << "worker" << rank << "holds" << trainer.localTrainSize() << "training samples,"
@@ -98,7 +122,7 @@ WorkerResult Worker::run()
     co.timeout = std::chrono::milliseconds(qint64(m_spec.strategyOptions.value("timeout_s").toDouble(60) * 1000));
     Comm comm(co);
     comm.broadcast(trainer.flatParams(), 0);  // identical replicas whatever each initialised
-    auto strategy = makeStrategy(m_spec, trainer, comm);
+    auto strategy = makeStrategy(m_spec, trainer, comm, emulator);
     ControlExchange control(comm);
 
     state("running");
@@ -109,6 +133,7 @@ WorkerResult Worker::run()
     WorkerResult result;
     double lastEvalT = 0;
     double lastGlobalAccuracy = 0;
+    double lastScheduleT = -1;
     const auto &budget = m_spec.budget;
 
     auto evaluate = [&](bool final) {
@@ -149,7 +174,7 @@ WorkerResult Worker::run()
                 mine[ControlExchange::Stop] = 1;
             mine[ControlExchange::Eval] = t - lastEvalT >= m_spec.evalIntervalS ? 1 : 0;
         }
-        control.exchange(mine);
+        control.exchange(mine, strategy->incomingBandwidth());
     };
 
     // Bounded by the budget, which the job spec guarantees is set.
@@ -173,6 +198,17 @@ WorkerResult Worker::run()
             lastEvalT = elapsed();
         }
 
+        {
+            std::lock_guard lock(m_capMutex);
+            for (const auto &[peer, mbps] : m_pendingCaps)
+                emulator.setCap(rank, peer, mbps);
+            m_pendingCaps.clear();
+        }
+        double scheduled = 1;
+        if (emulator.scheduledSlowdown(rank, lastScheduleT, elapsed(), &scheduled))
+            m_slowdown = scheduled;
+        lastScheduleT = elapsed();
+
         protocol::RoundRecord rec;
         rec.worker = rank;
         rec.round = result.rounds;
@@ -184,6 +220,7 @@ WorkerResult Worker::run()
         ctx.emitMerge = m_hooks.merge;
         for (int w = 0; w < world; ++w)
             ctx.rates.push_back(control.at(w, ControlExchange::Rate));
+        ctx.bandwidth = control.bandwidth();
 
         const std::int64_t batch = strategy->localBatch(ctx);
         const auto t0 = Clock::now();
@@ -201,7 +238,9 @@ WorkerResult Worker::run()
         strategy->exchange(trainer.flatGrad(), ctx);
         rec.commS = secondsSince(t1);
         trainer.step();
+        const auto t2 = Clock::now();
         strategy->afterStep(ctx);
+        rec.commS += secondsSince(t2);
 
         rec.t = elapsed();
         rec.batch = int(batch);

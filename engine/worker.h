@@ -7,6 +7,8 @@
 
 #include <atomic>
 #include <functional>
+#include <mutex>
+#include <vector>
 #include <string>
 
 namespace dlion::engine {
@@ -45,6 +47,8 @@ public:
     void setPaused(bool paused) { m_pause = paused; }
     void requestMerge() { m_merge = true; }
     void setSlowdown(double factor) { m_slowdown = factor < 1 ? 1 : factor; }
+    // Caps this worker's outgoing link to `peer` (Mbit/s, 0 = uncapped).
+    void setLinkCap(int peer, double mbps);
 
 private:
     protocol::JobSpec m_spec;
@@ -54,6 +58,8 @@ private:
     std::atomic<bool> m_pause{false};
     std::atomic<bool> m_merge{false};
     std::atomic<double> m_slowdown{1.0};
+    std::mutex m_capMutex;
+    std::vector<std::pair<int, double>> m_pendingCaps;  // applied at the next round
 };
 
 } // namespace dlion::engine

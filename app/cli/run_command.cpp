@@ -57,6 +57,39 @@ const FlagSpec kFlags[] = {
     {"device", "device", "D", "cpu or cuda.", false},
 };
 
+// --links: a preset name, or a file holding an N x N matrix of Mbit/s.
+bool parseLinks(const QString &value, QJsonObject *emulation)
+{
+    static const QStringList presets = {"lan", "lan-hetero", "wan", "wan-hetero", "none"};
+    if (presets.contains(value)) {
+        emulation->insert("links", value);
+        return true;
+    }
+    QFile f(value);
+    if (!f.open(QIODevice::ReadOnly)) {
+        err() << "dlion run: --links \"" << value << "\" is neither a preset (" << presets.join(", ")
+              << ") nor a readable matrix file\n";
+        return false;
+    }
+    QJsonArray rows;
+    for (const QByteArray &line : f.readAll().split('\n')) {
+        QJsonArray row;
+        for (const QByteArray &cell : line.simplified().split(' ')) {
+            bool ok = false;
+            if (!cell.isEmpty())
+                row.append(cell.toDouble(&ok));
+            if (!cell.isEmpty() && !ok) {
+                err() << "dlion run: " << value << ": \"" << cell << "\" is not a number of Mbit/s\n";
+                return false;
+            }
+        }
+        if (!row.isEmpty())
+            rows.append(row);
+    }
+    emulation->insert("links", rows);
+    return true;
+}
+
 } // namespace
 
 int RunCommand::exec(const QStringList &args)
@@ -70,6 +103,10 @@ int RunCommand::exec(const QStringList &args)
     parser.addHelpOption();
     parser.addOption({"config", "Job file (JSON or YAML).", "FILE"});
     parser.addOption({"slowdown", "Per-worker compute slowdown factors, e.g. 1,1,2,4.", "LIST"});
+    parser.addOption({"links", "Emulated links: lan, lan-hetero, wan, wan-hetero, none, or a file with an\n"
+                               "N x N matrix of Mbit/s (one row per line).", "PRESET|FILE"});
+    parser.addOption({"latency-ms", "Emulated latency of every link.", "MS"});
+    parser.addOption({"option", "Strategy knob, e.g. --option dkt=false --option dkt_period=25 (repeatable).", "KEY=VALUE"});
     parser.addOption({"out", "Run directory (default: a new folder under the data directory).", "DIR"});
     parser.addOption({"quiet", "Print only the summary."});
     parser.addOption({"cluster", "Deploy agents to the hosts of this cluster file over SSH instead of local workers.", "FILE"});
@@ -119,6 +156,28 @@ int RunCommand::exec(const QStringList &args)
         }
         overrides.insert("slowdown", factors);
     }
+    QJsonObject emulation, options;
+    if (parser.isSet("links") && !parseLinks(parser.value("links"), &emulation))
+        return 2;
+    if (parser.isSet("latency-ms"))
+        emulation.insert("latency_ms", parser.value("latency-ms").toDouble());
+    for (const QString &kv : parser.values("option")) {
+        const int eq = int(kv.indexOf('='));
+        if (eq <= 0) {
+            err() << "dlion run: --option \"" << kv << "\" is not KEY=VALUE\n";
+            return 2;
+        }
+        const QString value = kv.mid(eq + 1);
+        bool isNumber = false;
+        const double d = value.toDouble(&isNumber);
+        options.insert(kv.left(eq), value == "true" || value == "false" ? QJsonValue(value == "true")
+                                    : isNumber                         ? QJsonValue(d)
+                                                                       : QJsonValue(value));
+    }
+    if (!emulation.isEmpty())
+        overrides.insert("emulation", emulation);
+    if (!options.isEmpty())
+        overrides.insert("strategy_options", options);
     if (parser.isSet("cluster")) {
         m_remote = std::make_unique<ConsoleDeployer>();
         QString clusterError;

@@ -131,6 +131,12 @@ void RunSession::resume() { broadcast(QStringLiteral("resume")); }
 void RunSession::mergeNow() { broadcast(QStringLiteral("merge_now")); }
 void RunSession::shutdownAgents() { broadcast(QStringLiteral("shutdown")); }
 
+void RunSession::setLinkCap(int from, int to, double mbps)
+{
+    if (from >= 0 && from < m_agents.size())
+        m_agents[from]->sendCommand(QStringLiteral("set_link_cap"), QCborMap{{"peer", to}, {"mbps", mbps}});
+}
+
 void RunSession::setSlowdown(int worker, double factor)
 {
     if (worker >= 0 && worker < m_agents.size())

@@ -38,6 +38,8 @@ public:
     void resume();
     void mergeNow();
     void setSlowdown(int worker, double factor);
+    // Caps the emulated link from -> to (Mbit/s, 0 = uncapped).
+    void setLinkCap(int from, int to, double mbps);
     // Asks every agent process to exit (after its job ends).
     void shutdownAgents();
 

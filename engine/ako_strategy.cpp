@@ -1,0 +1,62 @@
+#include "ako_strategy.h"
+
+#include "comm.h"
+#include "link_emulator.h"
+#include "strategy_options.h"
+#include "trainer.h"
+
+#include <cmath>
+
+namespace dlion::engine {
+
+AkoStrategy::AkoStrategy(const protocol::JobSpec &spec, Trainer &trainer, Comm &comm, const LinkEmulator &emulator)
+    : m_comm(comm), m_emulator(emulator), m_batch(spec.batchSize),
+      m_accumulated(torch::zeros({trainer.parameterCount()})), m_exchange(comm, emulator)
+{
+    const StrategyOptions o(spec.strategyOptions, spec.strategy, {"partitions"});
+    m_fixedPartitions = std::int64_t(o.number("partitions", 0, 0, 4096));
+}
+
+std::int64_t AkoStrategy::partitions(const RoundContext &ctx) const
+{
+    if (m_fixedPartitions > 0)
+        return m_fixedPartitions;
+    const int me = m_comm.rank();
+    const double rate = ctx.rates[std::size_t(me)];
+    if (rate <= 0)
+        return m_partitions;  // keep the last choice until the rate is measured
+    const double roundSeconds = double(m_batch) / rate;
+    const double bytes = double(m_accumulated.numel()) * 4;
+    double slowest = 0;
+    for (int j = 0; j < m_comm.world(); ++j) {
+        if (j != me)
+            slowest = std::max(slowest, m_emulator.transferSeconds(me, j, bytes, ctx.elapsedS));
+    }
+    return std::clamp<std::int64_t>(std::int64_t(std::ceil(slowest / roundSeconds)), 1, 256);
+}
+
+void AkoStrategy::exchange(torch::Tensor &grad, RoundContext &ctx)
+{
+    const int n = m_comm.world(), me = m_comm.rank();
+    m_accumulated.add_(grad);
+    m_partitions = partitions(ctx);
+    const std::int64_t length = grad.numel();
+    const std::int64_t chunk = (length + m_partitions - 1) / m_partitions;
+    const std::int64_t offset = std::min(length, (ctx.round % m_partitions) * chunk);
+    SparseGradient part;
+    part.length = length;
+    part.offset = offset;
+    part.values = m_accumulated.narrow(0, offset, std::min(chunk, length - offset)).clone();
+    m_accumulated.narrow(0, offset, part.values.numel()).zero_();
+    const std::vector<SparseGradient> in = m_exchange.exchange(std::vector<SparseGradient>(std::size_t(n), part), ctx.elapsedS);
+    ctx.record->linkFraction.assign(std::size_t(n), double(part.values.numel()) / double(length));
+    ctx.record->linkFraction[std::size_t(me)] = 0;
+    m_exchange.report(*ctx.record, ctx.bandwidth);
+    for (int j = 0; j < n; ++j) {
+        if (j != me)
+            in[std::size_t(j)].addTo(grad, 1.0);
+    }
+    grad.div_(n);
+}
+
+} // namespace dlion::engine

@@ -1,0 +1,35 @@
+#pragma once
+
+#include <vector>
+
+namespace dlion::engine {
+
+// Per-link bandwidth estimate from measured transfers: an exponentially
+// weighted average of bytes per second, so it follows changes within a few
+// rounds. Transfers shorter than `minSeconds` carry too little signal
+// (timer noise dominates) and are ignored.
+class BandwidthEstimator {
+public:
+    explicit BandwidthEstimator(int links, double weight = 0.3, double minSeconds = 1e-4)
+        : m_bps(std::size_t(links), 0), m_weight(weight), m_minSeconds(minSeconds)
+    {}
+
+    void addTransfer(int link, double bytes, double seconds)
+    {
+        if (seconds < m_minSeconds || bytes <= 0)
+            return;
+        double &e = m_bps[std::size_t(link)];
+        const double sample = bytes / seconds;
+        e = e > 0 ? (1 - m_weight) * e + m_weight * sample : sample;
+    }
+    // Bytes per second; 0 until the first usable transfer.
+    double bytesPerSecond(int link) const { return m_bps[std::size_t(link)]; }
+    double mbps(int link) const { return m_bps[std::size_t(link)] * 8e-6; }
+
+private:
+    std::vector<double> m_bps;
+    double m_weight;
+    double m_minSeconds;
+};
+
+} // namespace dlion::engine

@@ -1,0 +1,84 @@
+#include "dlion_strategy.h"
+
+#include "batch_shares.h"
+#include "comm.h"
+#include "strategy_options.h"
+#include "trainer.h"
+
+namespace dlion::engine {
+
+DlionStrategy::DlionStrategy(const protocol::JobSpec &spec, Trainer &trainer, Comm &comm, const LinkEmulator &emulator)
+    : m_trainer(trainer), m_comm(comm), m_emulator(emulator), m_batch(spec.batchSize),
+      m_transfer(0.5, 500), m_exchange(comm, emulator), m_topk(comm.world(), trainer.parameterCount())
+{
+    const StrategyOptions o(spec.strategyOptions, spec.strategy,
+                            {"wdb", "prioritized", "dkt", "min_share", "max_share", "round_budget_s", "dkt_period",
+                             "dkt_alpha", "heldout_samples"});
+    m_wdb = o.flag("wdb", true);
+    m_prioritized = o.flag("prioritized", true);
+    m_dkt = o.flag("dkt", true);
+    m_minShare = std::int64_t(o.number("min_share", std::max(1, spec.batchSize / 8), 1, 65536));
+    m_maxShare = std::int64_t(o.number("max_share", 4.0 * spec.batchSize, double(m_minShare), 1 << 20));
+    m_roundBudgetS = o.number("round_budget_s", 0, 0, 3600);
+    m_dktPeriod = std::int64_t(o.number("dkt_period", 50, 1, 1e9));
+    m_transfer = KnowledgeTransfer(o.number("dkt_alpha", 0.5, 0, 1), std::int64_t(o.number("heldout_samples", 500, 10, 1e6)));
+    m_shares.assign(std::size_t(comm.world()), m_batch);
+}
+
+std::int64_t DlionStrategy::localBatch(const RoundContext &ctx)
+{
+    if (m_wdb)
+        m_shares = computeShares(ctx.rates, m_batch * m_comm.world(), m_minShare, m_maxShare);
+    return m_shares[std::size_t(m_comm.rank())];
+}
+
+std::int64_t DlionStrategy::linkBudget(int peer, double roundSeconds, const RoundContext &ctx) const
+{
+    const std::int64_t length = m_trainer.parameterCount();
+    const double bps = ctx.bandwidth.empty() ? 0 : ctx.bandwidth[std::size_t(m_comm.rank() * m_comm.world() + peer)];
+    if (!m_prioritized || bps <= 0 || roundSeconds <= 0)
+        return length;  // dense: no technique, or a first send that measures the link
+    // An entry costs 8 bytes (index + value); keep at least 2048 so the link
+    // stays measurable.
+    const double entries = bps * roundSeconds / 8.0;
+    return std::clamp<std::int64_t>(std::int64_t(entries), std::min<std::int64_t>(2048, length), length);
+}
+
+void DlionStrategy::exchange(torch::Tensor &grad, RoundContext &ctx)
+{
+    const int n = m_comm.world(), me = m_comm.rank();
+    double total = 0;
+    for (auto s : m_shares)
+        total += double(s);
+    // The round's time budget: how long the slowest share takes to compute.
+    double roundSeconds = m_roundBudgetS;
+    if (roundSeconds <= 0) {
+        for (int j = 0; j < n; ++j) {
+            if (ctx.rates[std::size_t(j)] > 0)
+                roundSeconds = std::max(roundSeconds, double(m_shares[std::size_t(j)]) / ctx.rates[std::size_t(j)]);
+        }
+    }
+    std::vector<SparseGradient> out(static_cast<std::size_t>(n));
+    ctx.record->linkFraction.assign(std::size_t(n), 0.0);
+    for (int j = 0; j < n; ++j) {
+        if (j == me)
+            continue;
+        out[std::size_t(j)] = m_topk.select(j, grad, linkBudget(j, roundSeconds, ctx));
+        ctx.record->linkFraction[std::size_t(j)] = double(out[std::size_t(j)].values.numel()) / double(grad.numel());
+    }
+    const std::vector<SparseGradient> in = m_exchange.exchange(out, ctx.elapsedS);
+    grad.mul_(double(m_shares[std::size_t(me)]) / total);
+    for (int j = 0; j < n; ++j) {
+        if (j != me)
+            in[std::size_t(j)].addTo(grad, double(m_shares[std::size_t(j)]) / total);
+    }
+    m_exchange.report(*ctx.record, ctx.bandwidth);
+}
+
+void DlionStrategy::afterStep(RoundContext &ctx)
+{
+    if (ctx.mergeRequested || (m_dkt && (ctx.round + 1) % m_dktPeriod == 0))
+        m_transfer.run(m_trainer, m_comm, m_emulator, ctx.round, ctx.elapsedS, ctx.mergeRequested, ctx.emitMerge);
+}
+
+} // namespace dlion::engine

@@ -1,0 +1,152 @@
+#include "link_emulator.h"
+
+#include "engine_error.h"
+
+#include <QJsonArray>
+
+#include <algorithm>
+#include <cmath>
+
+namespace dlion::engine {
+
+namespace {
+
+std::vector<double> presetRates(const QString &name)
+{
+    if (name == QLatin1String("lan"))
+        return {800};
+    if (name == QLatin1String("lan-hetero"))
+        return {800, 400, 200};
+    if (name == QLatin1String("wan"))
+        return {40};
+    if (name == QLatin1String("wan-hetero"))
+        return {40, 20, 10};
+    if (name == QLatin1String("none"))
+        return {LinkEmulator::kUncapped};
+    throw EngineError("field \"emulation.links\" is \"" + name.toStdString()
+                      + "\"; use lan, lan-hetero, wan, wan-hetero, none or an N x N matrix of Mbit/s");
+}
+
+double positive(const QJsonValue &v, const char *field)
+{
+    if (!v.isDouble() || !(v.toDouble() > 0) || !std::isfinite(v.toDouble()))
+        throw EngineError(std::string("field \"") + field + "\" must be a positive number");
+    return v.toDouble();
+}
+
+} // namespace
+
+LinkEmulator::LinkEmulator(const QJsonObject &emulation, int world)
+    : m_world(world), m_caps(std::size_t(world * world), kUncapped), m_overrides(std::size_t(world * world), -1)
+{
+    const QJsonValue links = emulation.value("links");
+    if (links.isString() || links.isUndefined()) {
+        const std::vector<double> rates = presetRates(links.isUndefined() ? QStringLiteral("none") : links.toString());
+        for (int i = 0; i < world; ++i) {
+            for (int j = 0; j < world; ++j)
+                m_caps[std::size_t(i * world + j)] = i == j ? kUncapped : rates[std::size_t((i + j) % int(rates.size()))];
+        }
+    } else if (links.isArray()) {
+        const QJsonArray rows = links.toArray();
+        if (rows.size() != world)
+            throw EngineError("field \"emulation.links\" has " + std::to_string(rows.size()) + " rows for "
+                              + std::to_string(world) + " workers");
+        for (int i = 0; i < world; ++i) {
+            const QJsonArray row = rows[i].toArray();
+            if (row.size() != world)
+                throw EngineError("field \"emulation.links\" row " + std::to_string(i) + " must have "
+                                  + std::to_string(world) + " entries");
+            for (int j = 0; j < world; ++j) {
+                if (i != j)
+                    m_caps[std::size_t(i * world + j)] = positive(row[j], "emulation.links");
+            }
+        }
+    } else {
+        throw EngineError("field \"emulation.links\" must be a preset name or an N x N matrix");
+    }
+    if (emulation.contains("latency_ms"))
+        m_latencyS = emulation.value("latency_ms").toDouble(-1) / 1000.0;
+    if (m_latencyS < 0 || m_latencyS > 10)
+        throw EngineError("field \"emulation.latency_ms\" must be between 0 and 10000");
+
+    for (const QJsonValue &v : emulation.value("schedule").toArray()) {
+        const QJsonObject o = v.toObject();
+        Event e;
+        e.atS = o.value("at_s").toDouble(-1);
+        if (e.atS < 0)
+            throw EngineError("field \"emulation.schedule[].at_s\" must be a time in seconds >= 0");
+        if (o.contains("link")) {
+            const QJsonArray l = o.value("link").toArray();
+            e.from = l.size() == 2 ? l[0].toInt(-1) : -1;
+            e.to = l.size() == 2 ? l[1].toInt(-1) : -1;
+            if (e.from < 0 || e.to < 0 || e.from >= world || e.to >= world || e.from == e.to)
+                throw EngineError("field \"emulation.schedule[].link\" must be [I, J] with two different workers");
+            e.mbps = positive(o.value("mbps"), "emulation.schedule[].mbps");
+        } else if (o.contains("worker")) {
+            e.worker = o.value("worker").toInt(-1);
+            if (e.worker < 0 || e.worker >= world)
+                throw EngineError("field \"emulation.schedule[].worker\" is not a worker index");
+            e.slowdown = o.value("slowdown").toDouble(0);
+            if (!(e.slowdown >= 1))
+                throw EngineError("field \"emulation.schedule[].slowdown\" must be a factor >= 1");
+        } else {
+            throw EngineError("each \"emulation.schedule\" event needs \"link\" and \"mbps\", or \"worker\" and \"slowdown\"");
+        }
+        m_schedule.push_back(e);
+    }
+    std::stable_sort(m_schedule.begin(), m_schedule.end(), [](const Event &a, const Event &b) { return a.atS < b.atS; });
+}
+
+bool LinkEmulator::capped() const
+{
+    std::lock_guard lock(m_mutex);
+    return std::any_of(m_caps.begin(), m_caps.end(), [](double c) { return c > 0; })
+        || std::any_of(m_overrides.begin(), m_overrides.end(), [](double c) { return c > 0; })
+        || std::any_of(m_schedule.begin(), m_schedule.end(), [](const Event &e) { return e.from >= 0; });
+}
+
+double LinkEmulator::capMbps(int from, int to, double t) const
+{
+    if (from == to)
+        return kUncapped;
+    std::lock_guard lock(m_mutex);
+    const std::size_t k = std::size_t(from * m_world + to);
+    if (m_overrides[k] >= 0)
+        return m_overrides[k];
+    double cap = m_caps[k];
+    for (const Event &e : m_schedule) {
+        if (e.atS > t)
+            break;
+        if (e.from == from && e.to == to)
+            cap = e.mbps;
+    }
+    return cap;
+}
+
+double LinkEmulator::transferSeconds(int from, int to, double bytes, double t) const
+{
+    const double cap = capMbps(from, to, t);
+    return cap > 0 ? m_latencyS + bytes * 8.0 / (cap * 1e6) : 0.0;
+}
+
+void LinkEmulator::setCap(int from, int to, double mbps)
+{
+    if (from < 0 || to < 0 || from >= m_world || to >= m_world || from == to)
+        return;
+    std::lock_guard lock(m_mutex);
+    m_overrides[std::size_t(from * m_world + to)] = std::max(0.0, mbps);
+}
+
+bool LinkEmulator::scheduledSlowdown(int worker, double since, double t, double *factor) const
+{
+    bool found = false;
+    for (const Event &e : m_schedule) {
+        if (e.worker == worker && e.atS > since && e.atS <= t) {
+            *factor = e.slowdown;
+            found = true;
+        }
+    }
+    return found;
+}
+
+} // namespace dlion::engine

@@ -1,0 +1,125 @@
+#include "peer_exchange.h"
+
+#include "comm.h"
+#include "engine_error.h"
+#include "link_emulator.h"
+
+#include <algorithm>
+#include <thread>
+
+namespace dlion::engine {
+
+namespace {
+constexpr int kTagPayload = 1;
+// Payloads below this say more about latency than bandwidth.
+constexpr double kMinEstimateBytes = 16 * 1024;
+
+using Clock = LinkPacer::Clock;
+} // namespace
+
+PeerExchange::PeerExchange(Comm &comm, const LinkEmulator &emulator)
+    : m_comm(comm), m_emulator(emulator), m_pacer(comm.world()), m_incoming(comm.world()),
+      m_lastBytes(std::size_t(comm.world()), 0)
+{}
+
+std::vector<double> PeerExchange::incomingBandwidth() const
+{
+    std::vector<double> out(std::size_t(m_comm.world()), 0.0);
+    for (int j = 0; j < m_comm.world(); ++j)
+        out[std::size_t(j)] = m_incoming.bytesPerSecond(j);
+    return out;
+}
+
+void PeerExchange::report(protocol::RoundRecord &record, const std::vector<double> &bandwidth) const
+{
+    const int n = m_comm.world(), me = m_comm.rank();
+    record.linkMbps.assign(std::size_t(n), 0.0);
+    for (int j = 0; j < n; ++j) {
+        if (j == me)
+            continue;
+        if (!bandwidth.empty())
+            record.linkMbps[std::size_t(j)] = bandwidth[std::size_t(me * n + j)] * 8e-6;
+        record.bytesSent += m_lastBytes[std::size_t(j)];
+    }
+}
+
+std::vector<SparseGradient> PeerExchange::exchange(const std::vector<SparseGradient> &out, double t)
+{
+    const int n = m_comm.world(), me = m_comm.rank();
+    std::vector<torch::Tensor> wireOut(static_cast<std::size_t>(n)), wireIn(static_cast<std::size_t>(n));
+    auto sizes = torch::zeros({n * n}, torch::kLong);
+    for (int j = 0; j < n; ++j) {
+        if (j == me)
+            continue;
+        wireOut[std::size_t(j)] = sparse_codec::encode(out[std::size_t(j)]);
+        sizes.data_ptr<std::int64_t>()[me * n + j] = wireOut[std::size_t(j)].numel();
+    }
+    // Agreeing on sizes is also a barrier: every worker starts sending now,
+    // so arrival times measure the links.
+    m_comm.allreduceSum(sizes);
+    const auto start = Clock::now();
+
+    // c10d Gloo requests complete only inside wait(), so each receive is
+    // waited on by its own thread, which timestamps the arrival.
+    std::vector<Comm::Request> recvs(static_cast<std::size_t>(n));
+    std::vector<double> arrival(static_cast<std::size_t>(n), 0);
+    std::vector<std::exception_ptr> errors(static_cast<std::size_t>(n));
+    std::vector<std::thread> waiters;
+    for (int j = 0; j < n; ++j) {
+        if (j == me)
+            continue;
+        wireIn[std::size_t(j)] = torch::empty({sizes.data_ptr<std::int64_t>()[j * n + me]}, torch::kInt);
+        recvs[std::size_t(j)] = m_comm.irecv(wireIn[std::size_t(j)], j, kTagPayload);
+        waiters.emplace_back([&, j] {
+            try {
+                recvs[std::size_t(j)].wait();
+                arrival[std::size_t(j)] = std::chrono::duration<double>(Clock::now() - start).count();
+            } catch (...) {
+                errors[std::size_t(j)] = std::current_exception();
+            }
+        });
+    }
+
+    // Each send leaves when its emulated link would have delivered it.
+    std::vector<std::pair<Clock::time_point, int>> schedule;
+    for (int j = 0; j < n; ++j) {
+        if (j == me)
+            continue;
+        const double bytes = double(wireOut[std::size_t(j)].numel()) * 4;
+        m_lastBytes[std::size_t(j)] = std::int64_t(bytes);
+        schedule.emplace_back(m_pacer.reserve(j, m_emulator.transferSeconds(me, j, bytes, t), start), j);
+    }
+    std::sort(schedule.begin(), schedule.end());
+    std::vector<Comm::Request> sends(static_cast<std::size_t>(n));
+    try {
+        for (const auto &[when, j] : schedule) {
+            std::this_thread::sleep_until(when);
+            sends[std::size_t(j)] = m_comm.isend(wireOut[std::size_t(j)], j, kTagPayload);
+        }
+        for (const auto &[when, j] : schedule)
+            sends[std::size_t(j)].wait();
+    } catch (...) {
+        for (auto &w : waiters)
+            w.join();  // the receives fail too, within the group timeout
+        throw;
+    }
+    for (auto &w : waiters)
+        w.join();
+    for (const auto &e : errors) {
+        if (e)
+            std::rethrow_exception(e);
+    }
+
+    std::vector<SparseGradient> in(static_cast<std::size_t>(n));
+    for (int j = 0; j < n; ++j) {
+        if (j == me)
+            continue;
+        const double bytes = double(wireIn[std::size_t(j)].numel()) * 4;
+        if (bytes >= kMinEstimateBytes)
+            m_incoming.addTransfer(j, bytes, arrival[std::size_t(j)]);
+        in[std::size_t(j)] = sparse_codec::decode(wireIn[std::size_t(j)]);
+    }
+    return in;
+}
+
+} // namespace dlion::engine

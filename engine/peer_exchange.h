@@ -1,0 +1,50 @@
+#pragma once
+
+#include "bandwidth_estimator.h"
+#include "link_pacer.h"
+#include "sparse_codec.h"
+
+#include <telemetry.h>
+
+#include <vector>
+
+namespace dlion::engine {
+
+class Comm;
+class LinkEmulator;
+
+// All-to-all exchange of per-peer gradient payloads over c10d point-to-point,
+// paced by the link emulator and measured per link.
+//
+// One round: payload sizes are agreed with one small all-reduce (which also
+// aligns the start); receives are posted for every peer; sends go out when
+// their emulated link would have delivered them (parallel links, each
+// queued behind its previous transfer). Each receiver times the arrival of
+// every payload: that is the incoming-link bandwidth estimate, which workers
+// share through the round's control exchange so that a sender knows its
+// outgoing links. Payloads that fail to decode raise EngineError.
+class PeerExchange {
+public:
+    PeerExchange(Comm &comm, const LinkEmulator &emulator);
+
+    // out[j] goes to peer j (out[rank] is ignored); returns what each peer
+    // sent to us (entry rank empty). `t` is the training time (for schedules).
+    std::vector<SparseGradient> exchange(const std::vector<SparseGradient> &out, double t);
+
+    // Estimated bytes/s of each incoming link (peer -> this worker).
+    std::vector<double> incomingBandwidth() const;
+    // Fills a round's outgoing-link estimates (from the shared n x n
+    // `bandwidth` matrix, bytes/s) and the bytes sent.
+    void report(protocol::RoundRecord &record, const std::vector<double> &bandwidth) const;
+    // Bytes this worker put on each link in the last exchange.
+    const std::vector<std::int64_t> &lastBytes() const { return m_lastBytes; }
+
+private:
+    Comm &m_comm;
+    const LinkEmulator &m_emulator;
+    LinkPacer m_pacer;
+    BandwidthEstimator m_incoming;
+    std::vector<std::int64_t> m_lastBytes;
+};
+
+} // namespace dlion::engine

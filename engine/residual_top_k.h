@@ -1,0 +1,28 @@
+#pragma once
+
+#include "sparse_codec.h"
+
+#include <vector>
+
+namespace dlion::engine {
+
+// Top-k selection with per-link error feedback. For each link, what was not
+// sent stays in that link's residual and is added to the next gradient, so
+// every produced gradient entry reaches the peer eventually: over any number
+// of rounds, sent + residual == produced, exactly.
+class ResidualTopK {
+public:
+    ResidualTopK(int links, std::int64_t length);
+
+    // acc = residual[link] + grad; sends the k largest |acc| (all of acc,
+    // dense, when k >= length or a sparse payload would be larger) and keeps
+    // the rest as the new residual.
+    SparseGradient select(int link, const torch::Tensor &grad, std::int64_t k);
+    const torch::Tensor &residual(int link) const { return m_residual[std::size_t(link)]; }
+
+private:
+    std::vector<torch::Tensor> m_residual;
+    std::int64_t m_length;
+};
+
+} // namespace dlion::engine

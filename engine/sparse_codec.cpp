@@ -1,0 +1,89 @@
+#include "sparse_codec.h"
+
+#include "engine_error.h"
+
+#include <cstring>
+
+namespace dlion::engine {
+
+namespace {
+
+std::uint32_t fnv(const std::int32_t *p, std::int64_t n)
+{
+    std::uint32_t h = 2166136261u;
+    for (std::int64_t i = 0; i < n; ++i) {
+        auto v = std::uint32_t(p[i]);
+        for (int b = 0; b < 4; ++b, v >>= 8)
+            h = (h ^ (v & 0xffu)) * 16777619u;
+    }
+    return h;
+}
+
+} // namespace
+
+std::int64_t SparseGradient::wireBytes() const
+{
+    return (sparse_codec::kHeaderInts + (dense() ? 0 : indices.numel()) + values.numel()) * 4;
+}
+
+void SparseGradient::addTo(torch::Tensor &target, double scale) const
+{
+    if (dense())
+        target.narrow(0, offset, values.numel()).add_(values, scale);
+    else
+        target.index_add_(0, indices, values * scale);
+}
+
+namespace sparse_codec {
+
+torch::Tensor encode(const SparseGradient &g)
+{
+    const std::int64_t count = g.values.numel();
+    const std::int64_t idxCount = g.dense() ? 0 : count;
+    auto wire = torch::empty({kHeaderInts + idxCount + count}, torch::kInt);
+    auto *p = wire.data_ptr<std::int32_t>();
+    p[0] = kMagic;
+    p[1] = std::int32_t(count);
+    p[2] = std::int32_t(g.length);
+    p[3] = std::int32_t(g.offset);
+    if (idxCount) {
+        const auto idx = g.indices.to(torch::kInt).contiguous();
+        std::memcpy(p + kHeaderInts, idx.data_ptr<std::int32_t>(), std::size_t(idxCount) * 4);
+    }
+    const auto vals = g.values.to(torch::kFloat).contiguous();
+    std::memcpy(p + kHeaderInts + idxCount, vals.data_ptr<float>(), std::size_t(count) * 4);
+    p[4] = std::int32_t(fnv(p + kHeaderInts, idxCount + count) ^ std::uint32_t(count) ^ std::uint32_t(g.length));
+    return wire;
+}
+
+SparseGradient decode(const torch::Tensor &wire)
+{
+    if (wire.scalar_type() != torch::kInt || wire.dim() != 1 || wire.numel() < kHeaderInts)
+        throw EngineError("received a malformed gradient payload (too short)");
+    const auto *p = wire.data_ptr<std::int32_t>();
+    const std::int64_t count = p[1], length = p[2], offset = p[3];
+    if (p[0] != kMagic || count < 0 || length < 0 || offset < 0 || count > length)
+        throw EngineError("received a malformed gradient payload (bad header)");
+    const bool dense = wire.numel() == kHeaderInts + count;
+    const std::int64_t idxCount = dense ? 0 : count;
+    if (wire.numel() != kHeaderInts + idxCount + count || (!dense && offset != 0))
+        throw EngineError("received a malformed gradient payload (size does not match its header)");
+    if (std::uint32_t(p[4]) != (fnv(p + kHeaderInts, idxCount + count) ^ std::uint32_t(count) ^ std::uint32_t(length)))
+        throw EngineError("received a corrupted gradient payload (checksum mismatch)");
+    SparseGradient g;
+    g.length = length;
+    g.offset = offset;
+    g.values = wire.narrow(0, kHeaderInts + idxCount, count).view(torch::kFloat).clone();
+    if (!dense) {
+        g.indices = wire.narrow(0, kHeaderInts, count).to(torch::kLong);
+        if (count && (g.indices.min().item<std::int64_t>() < 0 || g.indices.max().item<std::int64_t>() >= length))
+            throw EngineError("received a malformed gradient payload (index out of range)");
+    } else if (offset + count > length) {
+        throw EngineError("received a malformed gradient payload (slice out of range)");
+    }
+    return g;
+}
+
+} // namespace sparse_codec
+
+} // namespace dlion::engine

@@ -1,0 +1,37 @@
+#pragma once
+
+#include <torch/types.h>
+
+#include <cstdint>
+
+namespace dlion::engine {
+
+// The wire form of a (possibly sparse) gradient slice sent over c10d:
+// one int32 tensor  [magic, count, length, offset, checksum, indices..., value bits...].
+// `length` is the size of the dense vector the entries index into; a dense
+// payload has count == length and no index list. `offset` places a dense
+// slice (Ako's partitions) inside a larger vector. The checksum (FNV-1a over
+// the rest) lets the receiver reject a corrupted payload instead of applying
+// garbage to its model.
+struct SparseGradient {
+    torch::Tensor indices;  // int64, empty for dense
+    torch::Tensor values;   // float32
+    std::int64_t length = 0;
+    std::int64_t offset = 0;
+
+    bool dense() const { return !indices.defined() || indices.numel() == 0; }
+    std::int64_t wireBytes() const;
+    // Adds scale * this into `target` (a dense float vector of `length`+offset).
+    void addTo(torch::Tensor &target, double scale) const;
+};
+
+namespace sparse_codec {
+inline constexpr std::int32_t kMagic = 0x444c5350;  // "DLSP"
+inline constexpr std::int64_t kHeaderInts = 5;
+
+torch::Tensor encode(const SparseGradient &g);
+// Throws EngineError on a payload that is malformed or fails its checksum.
+SparseGradient decode(const torch::Tensor &wire);
+} // namespace sparse_codec
+
+} // namespace dlion::engine
