@@ -10,6 +10,7 @@
 #include <QSignalSpy>
 
 #include <algorithm>
+#include <list>
 
 using namespace dlion;
 
@@ -86,20 +87,32 @@ void TestNetnsTestbed::linksCarryTheirTcRates()
     if (!QFileInfo(python).isExecutable())
         QSKIP("needs /usr/bin/python3 (installed by installer/install-deps.sh) to measure the links");
     struct Probe {
-        int from, to;
+        int from = 0, to = 0;
         std::unique_ptr<QProcess> sink = std::make_unique<QProcess>(), source = std::make_unique<QProcess>();
+        ~Probe()
+        {
+            for (QProcess *p : {sink.get(), source.get()}) {
+                p->kill();
+                p->waitForFinished(2000);
+            }
+        }
     };
-    std::vector<Probe> probes;
-    for (int i = 0; i < kNodes; ++i)
-        for (int j = i + 1; j < kNodes; ++j)
-            probes.push_back(Probe{i, j});
+    std::list<Probe> probes;
+    for (int i = 0; i < kNodes; ++i) {
+        for (int j = i + 1; j < kNodes; ++j) {
+            probes.emplace_back();
+            probes.back().from = i;
+            probes.back().to = j;
+        }
+    }
     // All links at once: each pair of nodes has its own veth pair.
     for (Probe &p : probes) {
-        const QStringList args = {"-c", kSink, test::NetnsTestbed::address(p.to), "5001"};
+        const QString port = QString::number(5000 + 10 * p.from + p.to);
+        const QStringList args = {"-c", kSink, test::NetnsTestbed::address(p.to), port};
         p.sink->start("ip", m_bed.inNode(p.to, python, args));
-        QVERIFY(p.sink->waitForReadyRead(10000));
+        QVERIFY2(p.sink->waitForReadyRead(10000), p.sink->readAllStandardError().constData());
         QVERIFY(p.sink->readLine().startsWith("ready"));
-        p.source->start("ip", m_bed.inNode(p.from, python, {"-c", kSource, test::NetnsTestbed::address(p.to), "5001"}));
+        p.source->start("ip", m_bed.inNode(p.from, python, {"-c", kSource, test::NetnsTestbed::address(p.to), port}));
     }
     for (Probe &p : probes) {
         QVERIFY(p.source->waitForFinished(20000));
@@ -161,7 +174,7 @@ bool TestNetnsTestbed::runJob(const protocol::JobSpec &job, core::RunSession &se
     }
     QSignalSpy finished(&session, &core::RunSession::finished);
     session.start(job, endpoints, m_secret, endpoints[0].host, 29400);
-    const bool ended = finished.wait(120000);
+    const bool ended = finished.wait(60000);
     session.shutdownAgents();
     m_bed.leaveController();
     if (!ended) {
@@ -196,7 +209,7 @@ void TestNetnsTestbed::dlionEstimatesMatchTcRates()
     core::RunSession session;
     QString message;
     const bool ok = runJob(job, session, &message);
-    if (!ok && message.contains("dlion") && message.contains("strateg"))
+    if (!ok && (message.contains("not available in this engine build") || message.contains("unknown strategy")))
         QSKIP(qPrintable("the engine has no dlion strategy yet (" + message + "); the estimator check waits for it"));
     QVERIFY2(ok, qPrintable(message));
     for (int i = 0; i < kNodes; ++i) {
