@@ -24,10 +24,12 @@ std::vector<std::int64_t> computeShares(const std::vector<double> &rates, std::i
     for (std::size_t i = 0; i < n; ++i)
         w[i] = rates[i] > 0 ? rates[i] : (count ? measured / double(count) : 1.0);
 
-    // Water-filling: fix workers at a clamp and share the rest in proportion.
+    // Water-filling: workers over the cap are fixed at it first (that frees
+    // samples for the others), then workers under the floor; the free ones
+    // share the rest in proportion. Each pass fixes at least one worker.
     std::vector<double> share(n, 0);
     std::vector<bool> fixed(n, false);
-    for (std::size_t iter = 0; iter <= n; ++iter) {
+    for (std::size_t pass = 0; pass <= n; ++pass) {
         double freeBatch = double(globalBatch), freeWeight = 0;
         for (std::size_t i = 0; i < n; ++i) {
             if (fixed[i])
@@ -35,18 +37,27 @@ std::vector<std::int64_t> computeShares(const std::vector<double> &rates, std::i
             else
                 freeWeight += w[i];
         }
-        bool changed = false;
         for (std::size_t i = 0; i < n; ++i) {
-            if (fixed[i])
-                continue;
-            share[i] = freeWeight > 0 ? freeBatch * w[i] / freeWeight : 0;
-            if (share[i] < double(minShare) || share[i] > double(maxShare)) {
-                share[i] = std::clamp(share[i], double(minShare), double(maxShare));
-                fixed[i] = true;
-                changed = true;
+            if (!fixed[i])
+                share[i] = freeWeight > 0 ? std::max(0.0, freeBatch) * w[i] / freeWeight : 0;
+        }
+        bool over = false;
+        for (std::size_t i = 0; i < n; ++i) {
+            if (!fixed[i] && share[i] > double(maxShare)) {
+                share[i] = double(maxShare);
+                fixed[i] = over = true;
             }
         }
-        if (!changed)
+        if (over)
+            continue;
+        bool under = false;
+        for (std::size_t i = 0; i < n; ++i) {
+            if (!fixed[i] && share[i] < double(minShare)) {
+                share[i] = double(minShare);
+                fixed[i] = under = true;
+            }
+        }
+        if (!under)
             break;
     }
     // Largest-remainder rounding so the integer shares sum to the batch.

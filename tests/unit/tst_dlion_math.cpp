@@ -1,0 +1,318 @@
+// The pieces of DLion's round that can be checked exactly: batch shares,
+// top-k with error feedback, the sparse wire format, link emulation and the
+// knowledge-transfer merge.
+#include <batch_shares.h>
+#include <bandwidth_estimator.h>
+#include <engine_error.h>
+#include <knowledge_transfer.h>
+#include <link_emulator.h>
+#include <link_pacer.h>
+#include <comm.h>
+#include <peer_exchange.h>
+#include <residual_top_k.h>
+#include <sparse_codec.h>
+
+#include <QJsonArray>
+#include <QtTest>
+
+#include <torch/torch.h>
+
+#include <QTcpServer>
+
+#include <numeric>
+#include <thread>
+
+using namespace dlion::engine;
+
+class TestDlionMath : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    void sharesFollowRatesAndSumToBatch();
+    void sharesRespectClamps();
+    void topKWithResidualLosesNoGradientMass();
+    void topKSendsLargestEntriesAndGoesDenseWhenCheaper();
+    void sparseCodecRoundTrip();
+    void sparseCodecRejectsCorruption();
+    void linkPresetsMatricesAndSchedules();
+    void linkSpecErrorsNameTheField();
+    void pacerQueuesTransfersPerLink();
+    void estimatorFollowsChanges();
+    void knowledgeTransferMergeMath();
+    void pacedExchangeAchievesConfiguredRate();
+};
+
+void TestDlionMath::sharesFollowRatesAndSumToBatch()
+{
+    const auto s = computeShares({400, 400, 200, 100}, 128, 1, 1000);
+    QCOMPARE(std::accumulate(s.begin(), s.end(), std::int64_t(0)), 128);
+    QVERIFY(std::abs(s[0] - s[1]) <= 1);  // equal rates, up to rounding
+    QVERIFY(std::abs(double(s[0]) / double(s[2]) - 2.0) < 0.15);
+    QVERIFY(std::abs(double(s[0]) / double(s[3]) - 4.0) < 0.4);
+    // Unmeasured workers count as average ones; nobody measured: equal.
+    QCOMPARE(computeShares({0, 0, 0, 0}, 128, 1, 1000), (std::vector<std::int64_t>{32, 32, 32, 32}));
+    const auto partial = computeShares({100, 0}, 100, 1, 1000);
+    QCOMPARE(partial[0], partial[1]);
+}
+
+void TestDlionMath::sharesRespectClamps()
+{
+    const auto s = computeShares({1000, 1, 1, 1}, 128, 8, 64);
+    QCOMPARE(std::accumulate(s.begin(), s.end(), std::int64_t(0)), 128);
+    for (auto x : s)
+        QVERIFY(x >= 8 && x <= 64);
+    QCOMPARE(s[0], 64);  // the fast worker is capped, the rest share the remainder
+    // Impossible clamps relax rather than break the sum.
+    const auto t = computeShares({1, 1}, 10, 8, 64);
+    QCOMPARE(t[0] + t[1], 10);
+}
+
+void TestDlionMath::topKWithResidualLosesNoGradientMass()
+{
+    torch::manual_seed(3);
+    const std::int64_t n = 1000;
+    ResidualTopK topk(3, n);
+    torch::Tensor produced = torch::zeros({n}), sent = torch::zeros({n});
+    for (int round = 0; round < 40; ++round) {
+        const auto g = torch::randn({n});
+        produced += g;
+        auto s = topk.select(1, g, 50 + round);
+        s.addTo(sent, 1.0);
+    }
+    // sent + residual == produced, entry by entry (up to float rounding).
+    QVERIFY(torch::allclose(sent + topk.residual(1), produced, 1e-4, 1e-4));
+    QCOMPARE(topk.residual(2).abs().sum().item<double>(), 0.0);  // links are independent
+}
+
+void TestDlionMath::topKSendsLargestEntriesAndGoesDenseWhenCheaper()
+{
+    ResidualTopK topk(2, 8);
+    const auto g = torch::tensor({0.1f, -5.f, 0.2f, 3.f, -0.3f, 0.f, 4.f, 0.05f});
+    auto s = topk.select(1, g, 3);
+    QVERIFY(!s.dense());
+    auto idx = std::get<0>(s.indices.sort());
+    QCOMPARE(idx.sizes().vec(), (std::vector<std::int64_t>{3}));
+    QCOMPARE(idx[0].item<std::int64_t>(), 1);
+    QCOMPARE(idx[1].item<std::int64_t>(), 3);
+    QCOMPARE(idx[2].item<std::int64_t>(), 6);
+    QCOMPARE(topk.residual(1)[1].item<float>(), 0.f);
+    QCOMPARE(topk.residual(1)[0].item<float>(), 0.1f);
+    // k >= n/2: a dense payload is smaller than index + value pairs.
+    auto d = topk.select(1, g, 4);
+    QVERIFY(d.dense());
+    QCOMPARE(topk.residual(1).abs().sum().item<float>(), 0.f);
+}
+
+void TestDlionMath::sparseCodecRoundTrip()
+{
+    SparseGradient g;
+    g.length = 100;
+    g.indices = torch::tensor({3, 50, 99}, torch::kLong);
+    g.values = torch::tensor({1.5f, -2.f, 1e-7f});
+    const auto back = sparse_codec::decode(sparse_codec::encode(g));
+    QCOMPARE(back.length, 100);
+    QVERIFY(torch::equal(back.indices, g.indices));
+    QVERIFY(torch::equal(back.values, g.values));
+    QCOMPARE(g.wireBytes(), sparse_codec::encode(g).numel() * 4);
+
+    SparseGradient slice;  // dense slice at an offset (Ako)
+    slice.length = 10;
+    slice.offset = 4;
+    slice.values = torch::ones({3});
+    const auto s = sparse_codec::decode(sparse_codec::encode(slice));
+    QVERIFY(s.dense());
+    auto target = torch::zeros({10});
+    s.addTo(target, 2.0);
+    QCOMPARE(target.sum().item<float>(), 6.f);
+    QCOMPARE(target[4].item<float>(), 2.f);
+    QCOMPARE(target[7].item<float>(), 0.f);
+}
+
+void TestDlionMath::sparseCodecRejectsCorruption()
+{
+    SparseGradient g;
+    g.length = 1000;
+    g.indices = torch::arange(0, 1000, 7, torch::kLong);
+    g.values = torch::randn({g.indices.numel()});
+    const auto wire = sparse_codec::encode(g);
+    auto expectError = [](const torch::Tensor &w, const char *word) {
+        try {
+            sparse_codec::decode(w);
+        } catch (const EngineError &e) {
+            QVERIFY2(std::string(e.what()).find(word) != std::string::npos, e.what());
+            return;
+        }
+        QFAIL("corrupted payload accepted");
+    };
+    for (int pos : {5, 10, int(wire.numel()) - 1}) {  // an index, another index, a value
+        auto bad = wire.clone();
+        bad[pos] = bad[pos].item<int>() ^ 0x10;
+        expectError(bad, "corrupted");
+    }
+    auto magic = wire.clone();
+    magic[0] = 7;
+    expectError(magic, "malformed");
+    expectError(wire.narrow(0, 0, wire.numel() - 3).clone(), "malformed");
+    expectError(torch::zeros({2}, torch::kInt), "malformed");
+    // Checksum intact but an index out of range (a forged payload).
+    SparseGradient forged = g;
+    forged.indices = torch::tensor({5000}, torch::kLong);
+    forged.values = torch::ones({1});
+    expectError(sparse_codec::encode(forged), "out of range");
+}
+
+void TestDlionMath::linkPresetsMatricesAndSchedules()
+{
+    LinkEmulator wan(QJsonObject{{"links", "wan-hetero"}}, 4);
+    QVERIFY(wan.capped());
+    std::set<double> rates;
+    for (int i = 0; i < 4; ++i) {
+        QCOMPARE(wan.capMbps(i, i, 0), 0.0);
+        for (int j = 0; j < 4; ++j) {
+            QCOMPARE(wan.capMbps(i, j, 0), wan.capMbps(j, i, 0));  // symmetric
+            if (i != j)
+                rates.insert(wan.capMbps(i, j, 0));
+        }
+    }
+    QCOMPARE(rates, (std::set<double>{10, 20, 40}));
+    // 1 MB over 40 Mbit/s = 0.2 s, plus latency.
+    LinkEmulator lan(QJsonObject{{"links", "wan"}, {"latency_ms", 10}}, 2);
+    QVERIFY(std::abs(lan.transferSeconds(0, 1, 1e6, 0) - 0.21) < 1e-9);
+    QVERIFY(!LinkEmulator(QJsonObject{}, 3).capped());
+
+    const QJsonObject sched{{"links", QJsonArray{QJsonArray{0, 100}, QJsonArray{50, 0}}},
+                            {"schedule", QJsonArray{QJsonObject{{"at_s", 5}, {"link", QJsonArray{0, 1}}, {"mbps", 1}},
+                                                    QJsonObject{{"at_s", 3}, {"worker", 1}, {"slowdown", 4}}}}};
+    LinkEmulator e(sched, 2);
+    QCOMPARE(e.capMbps(0, 1, 4.9), 100.0);
+    QCOMPARE(e.capMbps(0, 1, 5.0), 1.0);
+    QCOMPARE(e.capMbps(1, 0, 9), 50.0);
+    double f = 0;
+    QVERIFY(!e.scheduledSlowdown(1, -1, 2.9, &f));
+    QVERIFY(e.scheduledSlowdown(1, 2.9, 3.1, &f));
+    QCOMPARE(f, 4.0);
+    QVERIFY(!e.scheduledSlowdown(1, 3.1, 10, &f));  // fires once
+    e.setCap(0, 1, 7);  // a live override wins over the schedule
+    QCOMPARE(e.capMbps(0, 1, 9), 7.0);
+}
+
+void TestDlionMath::linkSpecErrorsNameTheField()
+{
+    const QList<QPair<QJsonObject, const char *>> cases = {
+        {QJsonObject{{"links", "moon"}}, "emulation.links"},
+        {QJsonObject{{"links", QJsonArray{QJsonArray{0, 1}}}}, "emulation.links"},
+        {QJsonObject{{"links", QJsonArray{QJsonArray{0, -1}, QJsonArray{1, 0}}}}, "emulation.links"},
+        {QJsonObject{{"latency_ms", -5}}, "emulation.latency_ms"},
+        {QJsonObject{{"schedule", QJsonArray{QJsonObject{{"at_s", 1}, {"worker", 9}, {"slowdown", 2}}}}}, "worker"},
+        {QJsonObject{{"schedule", QJsonArray{QJsonObject{{"at_s", 1}}}}}, "emulation.schedule"},
+    };
+    for (const auto &[spec, field] : cases) {
+        try {
+            LinkEmulator(spec, 2);
+            QFAIL(field);
+        } catch (const EngineError &e) {
+            QVERIFY2(std::string(e.what()).find(field) != std::string::npos, e.what());
+        }
+    }
+}
+
+void TestDlionMath::pacerQueuesTransfersPerLink()
+{
+    using namespace std::chrono;
+    LinkPacer pacer(3);
+    const auto t0 = LinkPacer::Clock::now();
+    // Two back-to-back 0.1 s transfers on link 1 end at 0.2 s; link 2 is independent.
+    pacer.reserve(1, 0.1, t0);
+    const auto second = pacer.reserve(1, 0.1, t0);
+    const auto other = pacer.reserve(2, 0.05, t0);
+    QVERIFY(std::abs(duration<double>(second - t0).count() - 0.2) < 1e-6);
+    QVERIFY(std::abs(duration<double>(other - t0).count() - 0.05) < 1e-6);
+    // An idle link starts at `now`, not at its last busy time.
+    const auto later = t0 + seconds(5);
+    QVERIFY(std::abs(duration<double>(pacer.reserve(1, 0.1, later) - later).count() - 0.1) < 1e-6);
+}
+
+void TestDlionMath::estimatorFollowsChanges()
+{
+    BandwidthEstimator est(2);
+    est.addTransfer(1, 100, 1e-6);  // too short to measure
+    QCOMPARE(est.bytesPerSecond(1), 0.0);
+    for (int i = 0; i < 20; ++i)
+        est.addTransfer(1, 5e6, 1.0);
+    QVERIFY(std::abs(est.mbps(1) - 40) < 0.01);
+    for (int i = 0; i < 10; ++i)
+        est.addTransfer(1, 1.25e6, 1.0);  // the link drops to 10 Mbit/s
+    QVERIFY2(std::abs(est.mbps(1) - 10) < 1.0, qPrintable(QString::number(est.mbps(1))));
+}
+
+void TestDlionMath::knowledgeTransferMergeMath()
+{
+    auto w = torch::tensor({1.f, 2.f, 3.f});
+    const auto best = torch::tensor({3.f, 2.f, -1.f});
+    KnowledgeTransfer::merge(w, best, 0.25);
+    QVERIFY(torch::allclose(w, torch::tensor({1.5f, 2.f, 2.f})));
+    KnowledgeTransfer::merge(w, best, 1.0);
+    QVERIFY(torch::equal(w, best));
+    auto keep = torch::tensor({1.f});
+    KnowledgeTransfer::merge(keep, torch::tensor({9.f}), 0.0);
+    QCOMPARE(keep.item<float>(), 1.f);
+}
+
+void TestDlionMath::pacedExchangeAchievesConfiguredRate()
+{
+    // Two ranks as threads over Gloo on loopback; link 0 -> 1 capped at
+    // 80 Mbit/s, 1 -> 0 at 20. Ten rounds of 250 000 floats (1 MB) each way.
+    QTcpServer probe;
+    probe.listen(QHostAddress::LocalHost, 0);
+    const int port = probe.serverPort();
+    probe.close();
+    const QJsonObject emulation{{"links", QJsonArray{QJsonArray{0, 80}, QJsonArray{20, 0}}}};
+    constexpr int kRounds = 10;
+    constexpr std::int64_t kFloats = 250000;
+    double elapsed[2] = {0, 0}, estimate[2] = {0, 0};
+    double received[2] = {0, 0};
+    std::string error;
+    std::mutex errorMutex;
+    auto rank = [&](int r) {
+        try {
+            Comm::Options o;
+            o.rendezvousPort = port;
+            o.rank = r;
+            o.world = 2;
+            o.timeout = std::chrono::milliseconds(30000);
+            Comm comm(o);
+            LinkEmulator emulator(emulation, 2);
+            PeerExchange exchange(comm, emulator);
+            std::vector<SparseGradient> out(2);
+            out[std::size_t(1 - r)].length = kFloats;
+            out[std::size_t(1 - r)].values = torch::full({kFloats}, float(r + 1));
+            const auto t0 = std::chrono::steady_clock::now();
+            for (int i = 0; i < kRounds; ++i) {
+                const auto in = exchange.exchange(out, 0);
+                received[r] += in[std::size_t(1 - r)].values.sum().item<double>();
+            }
+            elapsed[r] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            estimate[r] = exchange.incomingBandwidth()[std::size_t(1 - r)] * 8e-6;
+        } catch (const std::exception &e) {
+            std::lock_guard lock(errorMutex);
+            error = e.what();
+        }
+    };
+    std::thread a(rank, 0), b(rank, 1);
+    a.join();
+    b.join();
+    QVERIFY2(error.empty(), error.c_str());
+    // Payloads arrived intact: rank 1 got 10 x 250 000 x 1.0, rank 0 got x 2.0.
+    QCOMPARE(received[1], double(kRounds * kFloats));
+    QCOMPARE(received[0], 2.0 * kRounds * kFloats);
+    // The slow link (20 Mbit/s) sets the pace: 10 MB at 20 Mbit/s = 4 s.
+    const double bytes = double(kRounds) * (kFloats + sparse_codec::kHeaderInts) * 4;
+    const double expected = bytes * 8 / 20e6;
+    for (double e : elapsed)
+        QVERIFY2(e >= 0.95 * expected && e <= 1.5 * expected, qPrintable(QString("%1 s vs %2 s").arg(e).arg(expected)));
+    // Each receiver's estimate of its incoming link is within 10% of its cap.
+    QVERIFY2(std::abs(estimate[1] - 80) < 8, qPrintable(QString::number(estimate[1])));
+    QVERIFY2(std::abs(estimate[0] - 20) < 2, qPrintable(QString::number(estimate[0])));
+}
+
+QTEST_GUILESS_MAIN(TestDlionMath)
+#include "tst_dlion_math.moc"
