@@ -67,6 +67,7 @@ private Q_SLOTS:
     void unknownHostKeyIsAskedThenDeployRunAndStop();
     void cliRunOverClusterCleansUp();
     void cliStopRemovesAgentsOfADeadController();
+    void sshAgentLogsIn();
     void changedHostKeyIsRefused();
     void wrongUserKeyGivesAuthError();
     void unreachablePortsFailClearly();
@@ -159,6 +160,12 @@ void TestSshDeploy::cliStopRemovesAgentsOfADeadController()
 {
     const QString work = m_work.filePath("orphans");
     const QString file = m_sshd.writeCluster("orphans.json", {m_sshd.host("o", work)}, m_sshd.path("known_hosts"));
+    QProcess check;  // dlion deploy: a full deployment that cleans up after itself
+    check.start(qEnvironmentVariable("DLION_CLI"), {"deploy", "--cluster", file});
+    QVERIFY(check.waitForFinished(60000));
+    QVERIFY2(check.exitCode() == 0, check.readAllStandardError().constData());
+    QVERIFY(check.readAllStandardOutput().contains("deployment check passed on 1 hosts"));
+    QVERIFY(!QFileInfo::exists(work + "/dlion-o"));
     {
         auto cluster = loadCluster(file);
         QVERIFY(cluster);
@@ -179,6 +186,37 @@ void TestSshDeploy::cliStopRemovesAgentsOfADeadController()
     QVERIFY2(p.exitCode() == 0, p.readAllStandardError().constData());
     QCOMPARE(processesUnder(work), 0);
     QVERIFY(!QFileInfo::exists(work + "/dlion-o"));
+}
+
+void TestSshDeploy::sshAgentLogsIn()
+{
+    // A private ssh-agent holding the user key; auth: agent asks it to sign.
+    const QString socket = m_work.filePath("agent.sock");
+    QProcess agent;
+    agent.start("ssh-agent", {"-D", "-a", socket});
+    QTRY_VERIFY_WITH_TIMEOUT(QFileInfo::exists(socket), 10000);
+    const QByteArray saved = qgetenv("SSH_AUTH_SOCK");
+    qputenv("SSH_AUTH_SOCK", socket.toUtf8());
+    QProcess add;
+    add.start("ssh-add", {m_sshd.path("user_key")});
+    QVERIFY(add.waitForFinished(10000) && add.exitCode() == 0);
+    const QString work = m_work.filePath("agent-auth");
+    QJsonObject host = m_sshd.host("g", work);
+    host["auth"] = "agent";
+    host.remove("key_file");
+    auto cluster = loadCluster(m_sshd.writeCluster("agent.json", {host}, m_sshd.path("known_hosts")));
+    QVERIFY(cluster);
+    core::Deployer deployer(*cluster);
+    const DeployResult r = deployAndWait(deployer, protocol::handshake::makeSecret());
+    QSignalSpy stopped(&deployer, &core::Deployer::stopped);
+    deployer.stop();
+    const bool stoppedOk = stopped.wait(30000) && stopped.at(0).at(0).toBool();
+    qputenv("SSH_AUTH_SOCK", saved);
+    agent.kill();
+    agent.waitForFinished(5000);
+    QVERIFY2(r.ok, qPrintable(r.message));
+    QVERIFY(stoppedOk);
+    QCOMPARE(processesUnder(work), 0);
 }
 
 void TestSshDeploy::changedHostKeyIsRefused()
