@@ -132,7 +132,6 @@ WorkerResult Worker::run()
     RateMeter meter;
     WorkerResult result;
     double lastEvalT = 0;
-    double lastGlobalAccuracy = 0;
     double lastScheduleT = -1;
     const auto &budget = m_spec.budget;
 
@@ -151,9 +150,6 @@ WorkerResult Worker::run()
         e.globalLoss = s[1] > 0 ? s[2] / s[1] : 0;
         e.samples = int(s[1]);
         e.final = final;
-        lastGlobalAccuracy = e.globalAccuracy;
-        if (m_hooks.eval)
-            m_hooks.eval(e);
         return e;
     };
 
@@ -168,8 +164,7 @@ WorkerResult Worker::run()
             const double t = elapsed();
             const bool spent = (budget.seconds > 0 && t >= budget.seconds)
                 || (budget.maxRounds > 0 && result.rounds >= budget.maxRounds)
-                || (budget.epochs > 0 && control.sum(ControlExchange::Samples) >= budget.epochs * double(trainer.globalTrainSize()))
-                || (budget.targetAccuracy > 0 && lastGlobalAccuracy >= budget.targetAccuracy);
+                || (budget.epochs > 0 && control.sum(ControlExchange::Samples) >= budget.epochs * double(trainer.globalTrainSize()));
             if (spent)
                 mine[ControlExchange::Stop] = 1;
             mine[ControlExchange::Eval] = t - lastEvalT >= m_spec.evalIntervalS ? 1 : 0;
@@ -194,8 +189,17 @@ WorkerResult Worker::run()
             continue;
         }
         if (control.at(0, ControlExchange::Eval) > 0) {
-            evaluate(false);
+            protocol::EvalRecord e = evaluate(false);
             lastEvalT = elapsed();
+            // Every worker sees the same global accuracy: stop together,
+            // before another step moves the model away from it.
+            e.final = budget.targetAccuracy > 0 && e.globalAccuracy >= budget.targetAccuracy;
+            if (m_hooks.eval)
+                m_hooks.eval(e);
+            if (e.final) {
+                result.finalEval = e;
+                break;
+            }
         }
 
         {
@@ -257,7 +261,11 @@ WorkerResult Worker::run()
     }
 
     result.stoppedByRequest = m_stop;
-    result.finalEval = evaluate(true);
+    if (!result.finalEval.final) {
+        result.finalEval = evaluate(true);
+        if (m_hooks.eval)
+            m_hooks.eval(result.finalEval);
+    }
     result.seconds = elapsed();
     qCInfo(lcEngine) << "worker" << rank << "finished after" << result.rounds << "rounds, accuracy"
                      << result.finalEval.globalAccuracy;

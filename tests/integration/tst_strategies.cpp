@@ -1,0 +1,113 @@
+// DLion and the baselines on real agents and real Fashion-MNIST, with the
+// emulated micro-cloud (compute slowdowns, heterogeneous WAN links).
+#include "cluster_fixture.h"
+
+#include <QJsonArray>
+
+using namespace dlion;
+
+namespace {
+
+protocol::JobSpec fashionJob(const QString &strategy, double target)
+{
+    protocol::JobSpec job;
+    job.strategy = strategy;
+    job.model = "lenet5";
+    job.dataset = "fashion-mnist";
+    job.budget.targetAccuracy = target;
+    job.budget.seconds = 240;  // a bound, not the expectation
+    job.evalIntervalS = 1.5;
+    job.evalSamples = 2000;
+    return job;
+}
+
+double meanShare(const core::RunData &d, int worker)
+{
+    double sum = 0;
+    const auto &rounds = d.rounds(worker);
+    for (const auto &r : rounds)
+        sum += r.share;
+    return rounds.isEmpty() ? 0 : sum / double(rounds.size());
+}
+
+} // namespace
+
+class TestStrategies : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    void dlionAdaptsToSlowWorkersAndMergesOnRequest();
+    void baselinesTrain_data();
+    void baselinesTrain();
+    void badKnobFailsWithFieldName();
+};
+
+void TestStrategies::dlionAdaptsToSlowWorkersAndMergesOnRequest()
+{
+    protocol::JobSpec job = fashionJob("dlion", 0.80);
+    job.slowdown = {1, 1, 2, 4};
+    job.emulation = QJsonObject{{"links", "wan-hetero"}};
+    job.strategyOptions = QJsonObject{{"dkt_period", 1000000}};  // merges only on request
+    test::LocalRun run;
+    QVERIFY(run.start(job, 4));
+    core::RunSession &s = *run.session;
+    QTRY_VERIFY_WITH_TIMEOUT(s.data().rounds(3).size() > 30, 60000);
+    QSignalSpy merges(&s, &core::RunSession::mergeObserved);
+    s.mergeNow();
+    QTRY_VERIFY_WITH_TIMEOUT(!merges.isEmpty() || s.state() != core::RunSession::State::Running, 30000);
+    QVERIFY2(!merges.isEmpty(), "merge now produced no merge event");
+    const auto merge = merges.first().first().value<protocol::MergeEvent>();
+    QVERIFY(merge.manual);
+    QVERIFY(merge.from != merge.to);
+    QVERIFY(merge.scoreFrom > merge.scoreBefore);
+
+    QVERIFY(run.waitFinished(240000));
+    QVERIFY2(run.ok, qPrintable(run.message));
+    const core::RunData &d = s.data();
+    QVERIFY2(d.lastGlobalEval()->globalAccuracy >= 0.80, qPrintable(QString::number(d.lastGlobalEval()->globalAccuracy)));
+    // Weighted dynamic batching: the 4x slower worker computes a smaller share.
+    const double fast = meanShare(d, 0), slowest = meanShare(d, 3);
+    QVERIFY2(slowest < 0.6 * fast, qPrintable(QString("shares %1 vs %2").arg(fast).arg(slowest)));
+    // Prioritized exchange: the slowest links carry a smaller fraction.
+    const auto &last = d.rounds(0).constLast();
+    QCOMPARE(int(last.linkFraction.size()), 4);
+    QVERIFY(last.linkMbps[2] > 0 && last.linkMbps[3] > last.linkMbps[2]);  // links 0-3 (40) vs 0-2 (10)
+    QVERIFY(last.linkFraction[3] > last.linkFraction[2]);
+}
+
+void TestStrategies::baselinesTrain_data()
+{
+    QTest::addColumn<QString>("strategy");
+    for (const char *s : {"gaia", "ako", "hop"})
+        QTest::newRow(s) << QString(s);
+}
+
+void TestStrategies::baselinesTrain()
+{
+    QFETCH(QString, strategy);
+    protocol::JobSpec job = fashionJob(strategy, 0.75);
+    job.emulation = QJsonObject{{"links", "lan"}};
+    test::LocalRun run;
+    QVERIFY(run.start(job, 3));
+    QVERIFY(run.waitFinished(240000));
+    QVERIFY2(run.ok, qPrintable(run.message));
+    const auto e = run.session->data().lastGlobalEval();
+    QVERIFY2(e->globalAccuracy >= 0.75, qPrintable(QString::number(e->globalAccuracy)));
+    QVERIFY(run.session->data().totalBytesSent() > 0);
+}
+
+void TestStrategies::badKnobFailsWithFieldName()
+{
+    protocol::JobSpec job;
+    job.strategy = "gaia";
+    job.dataset = "synthetic";
+    job.budget.seconds = 30;
+    job.strategyOptions = QJsonObject{{"treshold", 0.1}};
+    test::LocalRun run;
+    QVERIFY(run.start(job, 2));
+    QVERIFY(run.waitFinished(60000));
+    QVERIFY(!run.ok);
+    QVERIFY2(run.message.contains("strategy_options.treshold"), qPrintable(run.message));
+}
+
+QTEST_GUILESS_MAIN(TestStrategies)
+#include "tst_strategies.moc"
