@@ -28,7 +28,7 @@ Dashboard::Dashboard(QWidget *parent)
       m_bandwidth(new HeatmapPlot(tr("Estimated link bandwidth"), tr("Mbit/s"), this)),
       m_fraction(new HeatmapPlot(tr("Gradient sent per link"), tr("% of gradient"), this))
 {
-    m_accuracy->setFixedValueRange(0, 100);
+    m_accuracy->setFixedValueRange(0, 103);  // headroom: a curve at 100 % stays visible
     m_sent->setFixedValueRange(0, 105);
     m_fraction->setDataRange(0, 100);
     m_accuracy->setToolTip(tr("Each worker's replica on its test shard, the best worker and all shards together. "
@@ -61,8 +61,11 @@ Dashboard::Dashboard(QWidget *parent)
 
 void Dashboard::setRefreshRate(int hz)
 {
-    m_hz = qBound(1, hz, 120);
-    m_timer.start(1000 / m_hz);
+    m_hz = qBound(0, hz, 120);
+    if (m_hz == 0)
+        m_timer.stop();
+    else
+        m_timer.start(1000 / m_hz);
 }
 
 void Dashboard::reset(int workers, const QList<QList<double>> &caps)

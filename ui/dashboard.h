@@ -39,6 +39,7 @@ public:
     core::TelemetryModel &model() { return m_model; }
     const core::TelemetryModel &model() const { return m_model; }
 
+    // Plots refresh at `hz` (0: only when refresh() is called).
     void setRefreshRate(int hz);
     int refreshRate() const { return m_hz; }
     // Pulls new telemetry and replots what changed; returns the number of

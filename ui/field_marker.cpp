@@ -1,6 +1,5 @@
 #include "field_marker.h"
 
-#include <QStyle>
 #include <QVariant>
 #include <QWidget>
 
@@ -8,42 +7,41 @@ namespace dlion::ui {
 
 namespace {
 
-void setInvalid(QWidget *field, bool invalid)
+QColor tint(const QColor &base)
 {
-    if (field->property("invalid").toBool() == invalid)
-        return;
-    field->setProperty("invalid", invalid);
-    field->style()->unpolish(field);
-    field->style()->polish(field);
-    field->update();
+    const QColor red(208, 70, 59);
+    const double k = 0.28;
+    return QColor::fromRgbF(float(base.redF() * (1 - k) + red.redF() * k), float(base.greenF() * (1 - k) + red.greenF() * k),
+                            float(base.blueF() * (1 - k) + red.blueF() * k));
 }
 
 } // namespace
 
 void FieldMarker::mark(QWidget *field, const QString &message)
 {
-    if (!field->property("invalid").toBool())
+    if (!isMarked(field)) {
         field->setProperty("validTip", field->toolTip());
-    setInvalid(field, true);
+        field->setProperty("invalid", true);
+        QPalette p = field->palette();
+        for (QPalette::ColorRole role : {QPalette::Base, QPalette::Button, QPalette::AlternateBase})
+            p.setColor(role, tint(p.color(role)));
+        field->setPalette(p);
+    }
     field->setToolTip(message);
 }
 
 void FieldMarker::clear(QWidget *field)
 {
-    if (!field->property("invalid").toBool())
+    if (!isMarked(field))
         return;
+    field->setProperty("invalid", false);
+    field->setPalette(QPalette());  // inherit again, following theme changes
     field->setToolTip(field->property("validTip").toString());
-    setInvalid(field, false);
 }
 
 bool FieldMarker::isMarked(const QWidget *field)
 {
     return field->property("invalid").toBool();
-}
-
-QString FieldMarker::styleSheet()
-{
-    return QStringLiteral("*[invalid=\"true\"] { border: 2px solid #d0463b; border-radius: 3px; }");
 }
 
 } // namespace dlion::ui

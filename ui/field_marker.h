@@ -6,15 +6,15 @@ class QWidget;
 
 namespace dlion::ui {
 
-// Marks an input as invalid in place: a red frame (the application style
-// sheet matches the "invalid" property) and the message as its tooltip.
+// Marks an input as invalid in place: its background turns red-tinted (a
+// blend with the current palette, so it reads in dark and light themes)
+// and the message becomes its tooltip. Palette-based rather than a style
+// sheet, which would change how spin boxes and combos are drawn.
 class FieldMarker {
 public:
     static void mark(QWidget *field, const QString &message);
     static void clear(QWidget *field);
     static bool isMarked(const QWidget *field);
-    // The style sheet rule that draws the frame; installed once by the app.
-    static QString styleSheet();
 };
 
 } // namespace dlion::ui

@@ -132,7 +132,9 @@ QWidget *JobEditor::buildDataGroup()
     auto *form = new QFormLayout(box);
     form->addRow(tr("&Dataset:"), m_dataset);
     form->addRow(tr("Data &folder:"), m_dataDir);
-    form->addRow(tr("&Partition:"), partition);
+    auto *partitionLabel = new QLabel(tr("&Partition:"), box);
+    partitionLabel->setBuddy(m_partition);
+    form->addRow(partitionLabel, partition);
     form->addRow(tr("&Model:"), m_model);
     form->addRow(tr("&Batch:"), m_batch);
     form->addRow(tr("&Learning rate:"), m_lr);

@@ -70,7 +70,8 @@ LocalClusterForm::LocalClusterForm(QWidget *parent)
     auto *layout = new QVBoxLayout(this);
     layout->setContentsMargins(0, 0, 0, 0);
     layout->addLayout(form);
-    layout->addLayout(tables, 1);
+    layout->addLayout(tables);
+    layout->addStretch(1);
 
     connect(m_workers, &QSpinBox::valueChanged, this, [this] {
         resizeTables();
@@ -137,6 +138,12 @@ void LocalClusterForm::resizeTables()
     m_matrix->setVerticalHeaderLabels(labels);
     m_matrix->setHorizontalHeaderLabels(labels);
     m_filling = false;
+    // Tables as tall as their rows (up to a limit), so the page does not
+    // show a large empty grid for a few workers.
+    for (QTableWidget *t : {m_slowdown, m_matrix}) {
+        const int rows = t->horizontalHeader()->height() + 2 * t->frameWidth() + n * t->verticalHeader()->defaultSectionSize();
+        t->setMaximumHeight(qMin(rows + 2, 440));
+    }
     if (linkPreset() != QLatin1String("custom") || old == 0)
         fillPreset();
     else {
@@ -245,12 +252,19 @@ QString LocalClusterForm::validate()
         FieldMarker::clear(m_matrix);
     else
         FieldMarker::mark(m_matrix, first);
+    QString slow;
     for (int w = 0; w < m_slowdown->rowCount(); ++w) {
         const bool bad = !(cellValue(m_slowdown, w, 0) >= 1);
         m_slowdown->item(w, 0)->setBackground(bad ? QColor(208, 70, 59, 90) : QBrush());
         m_slowdown->item(w, 0)->setToolTip(bad ? tr("Slowdown must be a number ≥ 1") : QString());
+        if (bad && slow.isEmpty())
+            slow = tr("field \"slowdown\": worker %1's factor must be a number ≥ 1 (1 = full speed)").arg(w);
     }
-    return first;
+    if (slow.isEmpty())
+        FieldMarker::clear(m_slowdown);
+    else
+        FieldMarker::mark(m_slowdown, slow);
+    return first.isEmpty() ? slow : first;
 }
 
 bool LocalClusterForm::markField(const QString &field, const QString &message)

@@ -1,5 +1,4 @@
 // dlion-studio: the control center GUI.
-#include "field_marker.h"
 #include "main_window.h"
 #include "studio_resources.h"
 
@@ -16,7 +15,6 @@ int main(int argc, char *argv[])
     QApplication::setDesktopFileName(QStringLiteral("dlion-studio"));
     dlion::ui::initStudioResources();
     QApplication::setWindowIcon(QIcon(QStringLiteral(":/icons/dlion-studio.svg")));
-    app.setStyleSheet(dlion::ui::FieldMarker::styleSheet());
     dlion::ui::MainWindow window;
     window.show();
     return app.exec();

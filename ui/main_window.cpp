@@ -2,6 +2,7 @@
 
 #include "cluster_page.h"
 #include "dashboard.h"
+#include "host_probe.h"
 #include "hosts_form.h"
 #include "job_editor.h"
 #include "live_controls.h"
@@ -54,7 +55,10 @@ QString fieldOf(const QString &error)
 MainWindow::MainWindow(QWidget *parent)
     : QMainWindow(parent), m_tabs(new QTabWidget(this)), m_cluster(new ClusterPage(this)), m_job(new JobEditor(this)),
       m_dashboard(new Dashboard(this)), m_workers(new WorkerStatusList(this)), m_live(new LiveControls(this)),
-      m_log(new QPlainTextEdit(this)), m_banner(new QLabel(this)), m_phaseLabel(new QLabel(tr("Idle"), this)),
+      m_log(new QPlainTextEdit(this)),
+      m_probe(new HostProbe([this](const QString &h, const QString &f) { return askHostKey(h, f); },
+                            [this](const QString &h) { return askPassword(h); }, this)),
+      m_banner(new QLabel(this)), m_phaseLabel(new QLabel(tr("Idle"), this)),
       m_statsLabel(new QLabel(this))
 {
     initStudioResources();
@@ -104,6 +108,7 @@ MainWindow::MainWindow(QWidget *parent)
         log(mbps > 0 ? tr("link %1 → %2: cap set to %3 Mbit/s").arg(from).arg(to).arg(mbps)
                      : tr("link %1 → %2: uncapped").arg(from).arg(to));
     });
+    connectMachines();
     connect(m_cluster, &ClusterPage::changed, this, &MainWindow::validate);
     connect(m_job, &JobEditor::changed, this, &MainWindow::validate);
 
@@ -253,8 +258,11 @@ std::optional<core::JobRequest> MainWindow::validate()
         overrides.insert("emulation", local->emulation());
         problems << local->validate();
     } else {
-        problems << tr("Runs on your machines need SSH deployment, which this build does not include yet; "
-                       "choose \"This computer\" to run now.");
+        QString clusterError;
+        if (m_cluster->hostsForm()->hosts().isEmpty())
+            problems << tr("Add at least one machine to the hosts table, or choose \"This computer\".");
+        else if (!clusterSpec(&clusterError))
+            problems << clusterError;
         overrides.insert("workers", qMax(1, int(m_cluster->hostsForm()->hosts().size())));
     }
     problems << m_job->validate();
@@ -286,18 +294,105 @@ void MainWindow::start()
         return;
     }
     const int n = request->workers;
-    m_dashboard->reset(n, m_cluster->localForm()->capMatrix());
+    const bool local = m_cluster->mode() == ClusterPage::Mode::Local;
+    m_dashboard->reset(n, local ? m_cluster->localForm()->capMatrix() : QList<QList<double>>());
     m_dashboard->attach(&m_controller.session().data());
     m_workers->reset(n);
     m_live->setWorkers(n);
     m_pause->setChecked(false);
     m_mergePending = false;
-    log(tr("Starting a %1 run on %2 local workers (%3 on %4).")
+    log(tr("Starting a %1 run on %2 %3 workers (%4 on %5).")
             .arg(request->spec.strategy)
             .arg(n)
+            .arg(local ? tr("local") : tr("remote"))
             .arg(request->spec.model, request->spec.dataset));
-    m_controller.startLocal(*request);
+    if (local) {
+        m_controller.startLocal(*request);
+    } else {
+        QString error;
+        m_controller.startRemote(*request, *clusterSpec(&error));
+    }
     showPage(Page::Dashboard);
+}
+
+std::optional<core::ClusterSpec> MainWindow::clusterSpec(QString *error) const
+{
+    return core::ClusterSpec::fromJson(m_cluster->hostsForm()->clusterJson(), error);
+}
+
+void MainWindow::connectMachines()
+{
+    HostsForm *hosts = m_cluster->hostsForm();
+    hosts->setDeployAvailable(true, QString());
+    auto status = [hosts](const QString &host, HostsForm::Status s, const QString &text) {
+        hosts->setStatus(hosts->rowOf(host), s, text);
+    };
+    connect(hosts, &HostsForm::testRequested, this, [this, hosts](int row) {
+        QString error;
+        const auto spec = clusterSpec(&error);
+        if (!spec)
+            return hosts->setStatus(row, HostsForm::Status::Error, error);
+        hosts->setStatus(row, HostsForm::Status::Busy, tr("Connecting…"));
+        m_probe->probe(spec->hosts[row], spec->knownHosts, spec->connectTimeoutS);
+    });
+    connect(m_probe, &HostProbe::finished, this, [this, status](const QString &host, bool ok, const QString &text) {
+        status(host, ok ? HostsForm::Status::Ok : HostsForm::Status::Error, text);
+        log(tr("%1: %2").arg(host, text));
+    });
+    connect(hosts, &HostsForm::deployRequested, this, [this, hosts] {
+        QString error;
+        const auto spec = clusterSpec(&error);
+        if (!spec)
+            return void(QMessageBox::warning(this, tr("Cannot deploy"), error));
+        for (int row = 0; row < spec->hosts.size(); ++row)
+            hosts->setStatus(row, HostsForm::Status::Busy, tr("Waiting…"));
+        m_controller.checkDeployment(*spec);
+    });
+    connect(&m_controller, &RunController::hostProgress, this,
+            [status](const QString &host, const QString &stage, const QString &text) {
+                status(host, HostsForm::Status::Busy, tr("%1: %2").arg(stage, text));
+            });
+    connect(&m_controller, &RunController::hostFailed, this, [this, status](const QString &host, const QString &reason) {
+        status(host, HostsForm::Status::Error, reason);
+        log(tr("%1: %2").arg(host, reason));
+    });
+    connect(&m_controller, &RunController::deploymentChecked, this, [this, hosts](bool ok, const QString &text) {
+        for (int row = 0; row < hosts->hosts().size(); ++row) {
+            if (ok || hosts->status(row) == HostsForm::Status::Busy)
+                hosts->setStatus(row, ok ? HostsForm::Status::Ok : HostsForm::Status::Unknown,
+                                 ok ? tr("Deployed and answered") : tr("Not checked: %1").arg(text));
+        }
+        log(ok ? text : tr("Deployment check failed: %1").arg(text));
+    });
+    connect(&m_controller, &RunController::hostKeyQuestion, this, [this](const QString &host, const QString &fingerprint) {
+        m_controller.answerHostKey(host, askHostKey(host, fingerprint));
+    });
+    connect(&m_controller, &RunController::passwordQuestion, this, [this](const QString &host) {
+        m_controller.answerPassword(host, QString::fromUtf8(askPassword(host).value_or(QByteArray())));
+    });
+}
+
+bool MainWindow::askHostKey(const QString &host, const QString &fingerprint)
+{
+    QMessageBox box(QMessageBox::Question, tr("Unknown host key"),
+                    tr("The machine <b>%1</b> is not in your known hosts file yet.").arg(host.toHtmlEscaped()),
+                    QMessageBox::Yes | QMessageBox::No, this);
+    box.setInformativeText(tr("Its host key fingerprint is:<br><tt>%1</tt><br><br>Compare it with the one the "
+                              "machine's administrator gives you. Trust this key and record it?")
+                               .arg(fingerprint.toHtmlEscaped()));
+    box.setDefaultButton(QMessageBox::No);
+    box.setTextInteractionFlags(Qt::TextSelectableByMouse);
+    return box.exec() == QMessageBox::Yes;
+}
+
+std::optional<QByteArray> MainWindow::askPassword(const QString &host)
+{
+    bool ok = false;
+    const QString password = QInputDialog::getText(this, tr("Password"), tr("Password for %1:").arg(host),
+                                                   QLineEdit::Password, QString(), &ok);
+    if (!ok)
+        return std::nullopt;
+    return password.toUtf8();
 }
 
 void MainWindow::mergeNow()
@@ -397,15 +492,25 @@ QJsonObject MainWindow::currentPreset() const
     QJsonArray slowdown;
     for (double f : local->slowdown())
         slowdown.append(f);
+    QJsonArray hosts;
+    for (const QJsonObject &h : m_cluster->hostsForm()->hosts())
+        hosts.append(h);
     return QJsonObject{{"job", m_job->job()},
                        {"local", QJsonObject{{"workers", local->workers()},
                                              {"slowdown", slowdown},
-                                             {"emulation", local->emulation()}}}};
+                                             {"emulation", local->emulation()}}},
+                       {"hosts", hosts}};
 }
 
 void MainWindow::applyPreset(const QJsonObject &preset)
 {
     m_job->setJob(preset.value("job").toObject());
+    if (preset.contains("hosts")) {
+        QList<QJsonObject> hosts;
+        for (const QJsonValue &h : preset.value("hosts").toArray())
+            hosts.append(h.toObject());
+        m_cluster->hostsForm()->setHosts(hosts);
+    }
     const QJsonObject local = preset.value("local").toObject();
     LocalClusterForm *form = m_cluster->localForm();
     if (local.contains("workers"))

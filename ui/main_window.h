@@ -16,6 +16,7 @@ namespace dlion::ui {
 
 class ClusterPage;
 class Dashboard;
+class HostProbe;
 class JobEditor;
 class LiveControls;
 class WorkerStatusList;
@@ -56,6 +57,10 @@ private:
     void buildDocks();
     QWidget *buildJobPage();
     void start();
+    void connectMachines();
+    std::optional<core::ClusterSpec> clusterSpec(QString *error) const;
+    bool askHostKey(const QString &host, const QString &fingerprint);
+    std::optional<QByteArray> askPassword(const QString &host);
     void mergeNow();
     void onPhaseChanged(RunController::Phase phase);
     void onMerge(const protocol::MergeEvent &event);
@@ -77,6 +82,7 @@ private:
     WorkerStatusList *m_workers;
     LiveControls *m_live;
     QPlainTextEdit *m_log;
+    HostProbe *m_probe;
     QLabel *m_banner;
     QLabel *m_phaseLabel;
     QLabel *m_statsLabel;

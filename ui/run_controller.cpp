@@ -2,8 +2,11 @@
 
 #include "ui_log.h"
 
+#include <deployer.h>
 #include <handshake.h>
 #include <local_cluster.h>
+
+#include <QHostAddress>
 
 #include <QTimer>
 
@@ -11,6 +14,7 @@ namespace dlion::ui {
 
 namespace {
 constexpr int kAgentGraceMs = 3000;
+constexpr quint16 kDefaultRendezvousPort = 29500;  // c10d's customary port
 } // namespace
 
 RunController::RunController(QObject *parent) : QObject(parent)
@@ -68,6 +72,77 @@ void RunController::startLocal(const core::JobRequest &request)
     m_cluster->start(request.workers, m_secret);
 }
 
+core::Deployer *RunController::makeDeployer(const core::ClusterSpec &cluster)
+{
+    auto *d = new core::Deployer(cluster, this);
+    d->setAgentProgram(core::LocalCluster::agentProgram());
+    d->setHostKeyPolicy(core::Deployer::HostKeyPolicy::Ask);
+    connect(d, &core::Deployer::hostProgress, this, &RunController::hostProgress);
+    connect(d, &core::Deployer::hostFailed, this, &RunController::hostFailed);
+    connect(d, &core::Deployer::hostKeyUnknown, this, &RunController::hostKeyQuestion);
+    connect(d, &core::Deployer::passwordRequested, this, &RunController::passwordQuestion);
+    connect(d, &core::Deployer::stopped, d, &QObject::deleteLater);
+    return d;
+}
+
+void RunController::startRemote(const core::JobRequest &request, const core::ClusterSpec &cluster)
+{
+    if (isActive() || m_deployer)
+        return;
+    m_request = request;
+    m_paused = false;
+    m_secret = protocol::handshake::makeSecret();
+    m_deployer = makeDeployer(cluster);
+    connect(m_deployer, &core::Deployer::failed, this, [this](const QString &reason) {
+        fail(tr("Deployment failed: %1").arg(reason));
+    });
+    connect(m_deployer, &core::Deployer::deployed, this, [this](const QList<core::AgentEndpoint> &endpoints) {
+        const QString rank0 = endpoints.value(0).host;
+        const int configured = m_deployer->cluster().rendezvousPort;
+        const quint16 port = configured > 0 ? quint16(configured)
+            : QHostAddress(rank0).isLoopback() ? core::pickFreePort(rank0)
+                                               : quint16(kDefaultRendezvousPort);
+        m_session.start(m_request.spec, endpoints, m_secret, rank0, port);
+        setPhase(Phase::Running);
+        Q_EMIT runStarted(int(endpoints.size()));
+    });
+    setPhase(Phase::StartingAgents);
+    Q_EMIT message(tr("Deploying agents to %1 machines…").arg(cluster.hosts.size()));
+    m_deployer->deploy(m_secret);
+}
+
+void RunController::checkDeployment(const core::ClusterSpec &cluster)
+{
+    if (isActive() || m_deployer)
+        return;
+    core::Deployer *d = makeDeployer(cluster);
+    m_deployer = d;
+    connect(d, &core::Deployer::failed, this, [this, d](const QString &reason) {
+        m_deployer = nullptr;
+        d->deleteLater();
+        Q_EMIT deploymentChecked(false, reason);
+    });
+    connect(d, &core::Deployer::deployed, this, [d] { d->stop(); });
+    connect(d, &core::Deployer::stopped, this, [this](bool ok, const QString &text) {
+        m_deployer = nullptr;
+        Q_EMIT deploymentChecked(ok, ok ? tr("Every machine started the agent and answered; agents removed again.") : text);
+    });
+    Q_EMIT message(tr("Checking deployment on %1 machines…").arg(cluster.hosts.size()));
+    d->deploy(protocol::handshake::makeSecret());
+}
+
+void RunController::answerHostKey(const QString &host, bool accept)
+{
+    if (m_deployer)
+        m_deployer->answerHostKey(host, accept);
+}
+
+void RunController::answerPassword(const QString &host, const QString &password)
+{
+    if (m_deployer)
+        m_deployer->answerPassword(host, password);
+}
+
 void RunController::stop()
 {
     if (m_phase == Phase::StartingAgents)
@@ -105,6 +180,13 @@ void RunController::fail(const QString &reason)
 
 void RunController::releaseAgents()
 {
+    if (m_deployer) {
+        // Stops the remote agents and removes their files; the deployer
+        // deletes itself once every host is done.
+        m_session.shutdownAgents();
+        m_deployer->stop();
+        m_deployer = nullptr;
+    }
     if (!m_cluster)
         return;
     // Agents told to shut down exit on their own; whatever still runs after

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cluster_spec.h>
 #include <job_builder.h>
 #include <run_session.h>
 
@@ -8,14 +9,15 @@
 #include <memory>
 
 namespace dlion::core {
+class Deployer;
 class LocalCluster;
 }
 
 namespace dlion::ui {
 
 // Drives one run from the GUI: brings up the agents (the embedded local
-// cluster), hands the job to a RunSession, and takes the agents down when
-// the run ends. Never blocks the event loop; every failure ends in
+// cluster, or the user's machines through the SSH Deployer), hands the job
+// to a RunSession, and takes the agents down when the run ends. Never blocks the event loop; every failure ends in
 // `failed(message)` with a message naming what went wrong.
 class RunController : public QObject {
     Q_OBJECT
@@ -28,6 +30,13 @@ public:
 
     // Starts `request.workers` local agents, then the job.
     void startLocal(const core::JobRequest &request);
+    // Deploys agents to the cluster's hosts (host order = rank), then the job.
+    void startRemote(const core::JobRequest &request, const core::ClusterSpec &cluster);
+    // Deploys to every host and removes the agents again: proves the
+    // machines can run a job. Ends in `deploymentChecked`.
+    void checkDeployment(const core::ClusterSpec &cluster);
+    void answerHostKey(const QString &host, bool accept);
+    void answerPassword(const QString &host, const QString &password);
     void stop();
     void pause();
     void resume();
@@ -35,6 +44,8 @@ public:
     Phase phase() const { return m_phase; }
     bool isActive() const { return m_phase == Phase::StartingAgents || m_phase == Phase::Running || m_phase == Phase::Stopping; }
     core::RunSession &session() { return m_session; }
+    // The embedded cluster of the current run (nullptr when none).
+    core::LocalCluster *localCluster() const { return m_cluster.get(); }
     const core::JobRequest &request() const { return m_request; }
     bool isPaused() const { return m_paused; }
 
@@ -43,14 +54,21 @@ Q_SIGNALS:
     void message(const QString &text);
     void runStarted(int workers);
     void ended(bool ok, const QString &message);
+    void hostProgress(const QString &host, const QString &stage, const QString &message);
+    void hostFailed(const QString &host, const QString &reason);
+    void hostKeyQuestion(const QString &host, const QString &fingerprint);
+    void passwordQuestion(const QString &host);
+    void deploymentChecked(bool ok, const QString &message);
 
 private:
     void setPhase(Phase p);
     void fail(const QString &reason);
     void releaseAgents();
+    core::Deployer *makeDeployer(const core::ClusterSpec &cluster);
 
     core::RunSession m_session;
     std::unique_ptr<core::LocalCluster> m_cluster;
+    core::Deployer *m_deployer = nullptr;  // owned; deleted once its agents are stopped
     core::JobRequest m_request;
     QByteArray m_secret;
     Phase m_phase = Phase::Idle;

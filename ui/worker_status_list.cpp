@@ -29,13 +29,13 @@ QString iconFor(const QString &state)
 WorkerStatusList::WorkerStatusList(QWidget *parent) : QTreeWidget(parent)
 {
     setColumnCount(Columns);
-    setHeaderLabels({tr("Worker"), tr("State"), tr("Last heartbeat"), tr("Share"), tr("Rate"), tr("Slowdown")});
+    setHeaderLabels({tr("Worker"), tr("State"), tr("Heartbeat"), tr("Share"), tr("Rate (samples/s)"), tr("Slowdown")});
     setRootIsDecorated(false);
     setUniformRowHeights(true);
     setAlternatingRowColors(true);
     setSelectionMode(QAbstractItemView::SingleSelection);
     header()->setSectionResizeMode(QHeaderView::ResizeToContents);
-    header()->setStretchLastSection(false);
+    header()->setStretchLastSection(true);
     setToolTip(tr("Workers of the current run. A worker whose agent stops answering shows as lost."));
 }
 
@@ -83,7 +83,7 @@ void WorkerStatusList::refresh(const core::TelemetryModel &model)
         item->setText(HeartbeatCol, beat.isValid() ? tr("%1 s ago").arg(beat.elapsed() / 1000.0, 0, 'f', 1) : tr("—"));
         const auto *r = model.lastRound(w);
         item->setText(ShareCol, r ? tr("%1 %").arg(100.0 * r->share, 0, 'f', 1) : tr("—"));
-        item->setText(RateCol, r ? tr("%1 samples/s").arg(r->rate, 0, 'f', 0) : tr("—"));
+        item->setText(RateCol, r ? tr("%1 /s").arg(r->rate, 0, 'f', 0) : tr("—"));
         item->setText(SlowdownCol, r ? tr("%1×").arg(r->slowdown, 0, 'f', 1) : tr("—"));
     }
 }
