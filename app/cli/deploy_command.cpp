@@ -48,8 +48,8 @@ int DeployCommand::exec(const QStringList &args)
     int status = 1;
     QObject::connect(&deployer, &core::Deployer::stopped, &deployer, [&](bool ok, const QString &) {
         if (ok && !parser.isSet("quiet"))
-            out << (deploy ? "deployment check passed on " : "agents stopped on ") << deployer.cluster().hosts.size()
-                << " hosts" << Qt::endl;
+            out << (deploy ? "deployment check passed" : "agents stopped") << " on "
+                << deployer.cluster().hosts.size() << (deployer.cluster().hosts.size() == 1 ? " host" : " hosts") << Qt::endl;
         status = ok ? status : 1;
         QCoreApplication::exit(0);
     });

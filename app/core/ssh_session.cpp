@@ -16,7 +16,7 @@
 
 namespace dlion::core {
 
-Q_LOGGING_CATEGORY(lcSsh, "dlion.ssh")
+Q_LOGGING_CATEGORY(lcSsh, "dlion.ssh", QtWarningMsg)
 
 namespace {
 
@@ -77,7 +77,7 @@ bool SshSession::open(const Login &login, const KeyPrompt &acceptKey, const Pass
     const QByteArray host = login.address.toUtf8(), user = login.user.toUtf8(), known = login.knownHosts.toUtf8();
     const unsigned int port = unsigned(login.port);
     const long timeout = login.timeoutS;
-    const int no = 0;
+    const int no = 0, yes = 1;
     ssh_options_set(m_session, SSH_OPTIONS_HOST, host.constData());
     ssh_options_set(m_session, SSH_OPTIONS_PORT, &port);
     ssh_options_set(m_session, SSH_OPTIONS_USER, user.constData());
@@ -85,6 +85,8 @@ bool SshSession::open(const Login &login, const KeyPrompt &acceptKey, const Pass
     ssh_options_set(m_session, SSH_OPTIONS_KNOWNHOSTS, known.constData());
     // The cluster file is the whole truth: no ~/.ssh/config rewriting hosts.
     ssh_options_set(m_session, SSH_OPTIONS_PROCESS_CONFIG, &no);
+    // SFTP waits for each write's reply: without it Nagle stalls every one.
+    ssh_options_set(m_session, SSH_OPTIONS_NODELAY, &yes);
     QElapsedTimer clock;
     clock.start();
     if (ssh_connect(m_session) != SSH_OK) {

@@ -164,7 +164,7 @@ void TestSshDeploy::cliStopRemovesAgentsOfADeadController()
     check.start(qEnvironmentVariable("DLION_CLI"), {"deploy", "--cluster", file});
     QVERIFY(check.waitForFinished(60000));
     QVERIFY2(check.exitCode() == 0, check.readAllStandardError().constData());
-    QVERIFY(check.readAllStandardOutput().contains("deployment check passed on 1 hosts"));
+    QVERIFY(check.readAllStandardOutput().contains("deployment check passed on 1 host"));
     QVERIFY(!QFileInfo::exists(work + "/dlion-o"));
     {
         auto cluster = loadCluster(file);
