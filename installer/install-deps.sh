@@ -18,6 +18,8 @@ PACKAGES=(
   dataset-fashion-mnist
   # peer benchmarks (PyTorch reference runs)
   python3 python3-torch
+  # reports: a font for text drawn offscreen (HTML/PDF plots)
+  fonts-dejavu-core
   # tests: real sshd, network namespaces, headless display, PDF rendering
   openssh-server openssh-client iproute2 xvfb xauth poppler-utils procps
 )

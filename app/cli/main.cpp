@@ -1,6 +1,8 @@
 // dlion: the headless face of DLion Studio, for scripts and servers.
 #include "deploy_command.h"
+#include "report_command.h"
 #include "run_command.h"
+#include "runs_command.h"
 
 #include <QCoreApplication>
 #include <QSocketNotifier>
@@ -26,6 +28,11 @@ const char *kUsage =
     "  run        Train a job on the embedded local cluster (or a cluster file).\n"
     "  deploy     Install, start and check agents on the hosts of a cluster file.\n"
     "  stop       Stop agents left on the hosts of a cluster file and remove their files.\n\n"
+    "Experiment store:\n"
+    "  runs       List, search and delete recorded runs.\n"
+    "  report     Write a run's report (html, pdf, csv, json).\n"
+    "  compare    Compare runs: time to accuracy, accuracy at budget, bytes, speedup.\n"
+    "  tag, note  Tag a run, attach a note.\n\n"
     "Run 'dlion COMMAND --help' for the options of a command.\n"
     "Options: --help, --version\n";
 
@@ -33,6 +40,9 @@ const char *kUsage =
 
 int main(int argc, char **argv)
 {
+    // report and compare draw plots with QCustomPlot, which needs a QApplication.
+    if (argc >= 2 && dlion::cli::isPlottingCommand(argv[1]))
+        return dlion::cli::runPlottingCommand(argc, argv);
     QCoreApplication app(argc, argv);
     QCoreApplication::setApplicationName(QStringLiteral("dlion"));
     QCoreApplication::setApplicationVersion(QStringLiteral(DLION_VERSION));
@@ -68,6 +78,12 @@ int main(int argc, char **argv)
         return dlion::cli::DeployCommand(command == QLatin1String("deploy") ? dlion::cli::DeployCommand::Mode::Deploy
                                                                              : dlion::cli::DeployCommand::Mode::Stop)
             .exec(args);
+    if (command == QLatin1String("runs"))
+        return dlion::cli::runsCommand(args);
+    if (command == QLatin1String("tag"))
+        return dlion::cli::tagCommand(args);
+    if (command == QLatin1String("note"))
+        return dlion::cli::noteCommand(args);
     err << "dlion: unknown command \"" << command << "\"\n\n" << kUsage;
     return 2;
 }

@@ -25,7 +25,7 @@
 #define DLION_GIT_REV ""
 #endif
 
-Q_LOGGING_CATEGORY(lcStore, "dlion.store")
+Q_LOGGING_CATEGORY(lcStore, "dlion.store", QtInfoMsg)
 
 namespace dlion::core {
 
