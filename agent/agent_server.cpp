@@ -6,6 +6,8 @@
 #include <QLoggingCategory>
 #include <QTcpSocket>
 
+#include <sys/resource.h>
+
 Q_LOGGING_CATEGORY(lcAgent, "dlion.agent")
 
 namespace dlion::agent {
@@ -16,6 +18,13 @@ using protocol::MessageType;
 namespace {
 constexpr int kFlushIntervalMs = 100;
 constexpr int kHeartbeatIntervalMs = 1000;
+
+qint64 peakRssKb()
+{
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    return usage.ru_maxrss;  // kilobytes on Linux
+}
 
 void append(protocol::TelemetryBatch &to, protocol::TelemetryBatch &&from)
 {
@@ -194,7 +203,8 @@ void AgentServer::onJobFinished(bool ok, const QString &message, const engine::W
                           {"samples", result.samples},
                           {"stopped_by_request", result.stoppedByRequest},
                           {"final_accuracy", result.finalEval.globalAccuracy},
-                          {"final_local_accuracy", result.finalEval.accuracy}};
+                          {"final_local_accuracy", result.finalEval.accuracy},
+                          {"peak_rss_kb", peakRssKb()}};
     if (m_controller)
         m_controller->send(MessageType::Finished, m_finished);
     if (m_shutdownAfterJob)
