@@ -124,7 +124,7 @@ private:
     void shape(const QString &n, const QString &dev, double mbps)
     {
         run("ip", {"netns", "exec", n, "tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate",
-                   QStringLiteral("%1mbit").arg(mbps), "burst", "64kbit", "latency", "50ms"});
+                   QStringLiteral("%1mbit").arg(mbps), "burst", "32kbit", "latency", "50ms"});
     }
 
     void ns(const QString &n, const QStringList &args) { cmd(QStringList{"-n", n} + args); }
