@@ -72,7 +72,8 @@ JobEditor::JobEditor(QWidget *parent) : QWidget(parent)
                 {"partition", m_alpha},         {"model", m_model},
                 {"strategy", m_strategy},       {"batch_size", m_batch},
                 {"lr", m_lr},                   {"seed", m_seed},
-                {"eval_interval_s", m_evalInterval}, {"budget.seconds", m_seconds},
+                {"eval_interval_s", m_evalInterval}, {"eval_samples", m_evalSamples},
+                {"budget.seconds", m_seconds},
                 {"budget.epochs", m_epochs},    {"budget.target_accuracy", m_target},
                 {"budget.max_rounds", m_maxRounds}, {"strategy_options.dkt_period", m_dktPeriod},
                 {"strategy_options.dkt_alpha", m_dktAlpha}, {"strategy_options.threshold", m_gaiaThreshold},
@@ -153,12 +154,15 @@ QWidget *JobEditor::buildBudgetGroup()
     m_maxRounds = intSpin(box, 0, 1 << 30, 0, tr(" rounds"));
     m_evalInterval = doubleSpin(box, 0, 86400, 2, 1, tr(" s"));
     m_evalInterval->setToolTip(tr("Seconds between test evaluations (at least 0.05 s)"));
+    m_evalSamples = intSpin(box, 0, 10000000, 10000, tr(" samples"));
+    m_evalSamples->setToolTip(tr("Test samples per evaluation, split over the workers"));
     auto *form = new QFormLayout(box);
     form->addRow(tr("&Time:"), m_seconds);
     form->addRow(tr("E&pochs:"), m_epochs);
     form->addRow(tr("&Target accuracy:"), m_target);
     form->addRow(tr("Max &rounds:"), m_maxRounds);
     form->addRow(tr("E&valuate every:"), m_evalInterval);
+    form->addRow(tr("Test &samples:"), m_evalSamples);
     return box;
 }
 
@@ -275,6 +279,7 @@ QJsonObject JobEditor::job() const
                   {"lr", m_lr->value()},
                   {"seed", m_seed->value()},
                   {"eval_interval_s", m_evalInterval->value()},
+                  {"eval_samples", m_evalSamples->value()},
                   {"budget", QJsonObject{{"seconds", m_seconds->value()},
                                          {"epochs", m_epochs->value()},
                                          {"target_accuracy", m_target->value() / 100.0},
@@ -312,6 +317,8 @@ void JobEditor::setJob(const QJsonObject &j)
         m_seed->setValue(j.value("seed").toInt());
     if (j.contains("eval_interval_s"))
         m_evalInterval->setValue(j.value("eval_interval_s").toDouble());
+    if (j.contains("eval_samples"))
+        m_evalSamples->setValue(j.value("eval_samples").toInt());
     if (j.contains("budget")) {
         const QJsonObject b = j.value("budget").toObject();
         m_seconds->setValue(b.value("seconds").toDouble());

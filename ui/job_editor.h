@@ -47,7 +47,7 @@ private:
     QComboBox *m_dataset, *m_partition, *m_model, *m_strategy;
     QLineEdit *m_dataDir;
     QDoubleSpinBox *m_alpha, *m_lr, *m_seconds, *m_epochs, *m_target, *m_evalInterval;
-    QSpinBox *m_batch, *m_maxRounds, *m_seed;
+    QSpinBox *m_batch, *m_maxRounds, *m_seed, *m_evalSamples;
     QStackedWidget *m_knobs;
     QCheckBox *m_wdb, *m_prioritized, *m_dkt;
     QSpinBox *m_dktPeriod, *m_akoPartitions, *m_hopStaleness, *m_hopBackup;

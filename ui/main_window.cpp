@@ -8,6 +8,7 @@
 #include "live_controls.h"
 #include "local_cluster_form.h"
 #include "preset_store.h"
+#include "run_list_dialog.h"
 #include "studio_resources.h"
 #include "ui_log.h"
 #include "worker_status_list.h"
@@ -42,6 +43,8 @@ QIcon icon(const char *name)
     return QIcon(QStringLiteral(":/icons/%1.svg").arg(QLatin1String(name)));
 }
 
+constexpr int kMergeConfirmMs = 15000;
+
 // The field a job error names: `field "budget.seconds" ...` -> budget.seconds.
 QString fieldOf(const QString &error)
 {
@@ -59,7 +62,7 @@ MainWindow::MainWindow(QWidget *parent)
       m_probe(new HostProbe([this](const QString &h, const QString &f) { return askHostKey(h, f); },
                             [this](const QString &h) { return askPassword(h); }, this)),
       m_banner(new QLabel(this)), m_phaseLabel(new QLabel(tr("Idle"), this)),
-      m_statsLabel(new QLabel(this))
+      m_statsLabel(new QLabel(this)), m_mergeTimeout(new QTimer(this))
 {
     initStudioResources();
     setObjectName(QStringLiteral("mainWindow"));
@@ -111,6 +114,18 @@ MainWindow::MainWindow(QWidget *parent)
     connectMachines();
     connect(m_cluster, &ClusterPage::changed, this, &MainWindow::validate);
     connect(m_job, &JobEditor::changed, this, &MainWindow::validate);
+
+    // The engine reports a merge only when some worker is behind the best
+    // one; say so if none comes back instead of waiting forever.
+    m_mergeTimeout->setSingleShot(true);
+    m_mergeTimeout->setInterval(kMergeConfirmMs);
+    connect(m_mergeTimeout, &QTimer::timeout, this, [this] {
+        if (!m_mergePending)
+            return;
+        m_mergePending = false;
+        log(tr("No merge event came back within %1 s: no worker was behind the best one, so nothing was merged.")
+                .arg(kMergeConfirmMs / 1000));
+    });
 
     auto *statusTimer = new QTimer(this);
     connect(statusTimer, &QTimer::timeout, this, &MainWindow::updateStatus);
@@ -168,6 +183,13 @@ void MainWindow::buildActions()
     auto *loadPresetAction = new QAction(icon("open"), tr("&Load preset…"), this);
     loadPresetAction->setShortcut(QKeySequence::Open);
     connect(loadPresetAction, &QAction::triggered, this, &MainWindow::loadPreset);
+    auto *runs = new QAction(icon("job"), tr("&Runs…"), this);
+    runs->setShortcut(Qt::CTRL | Qt::Key_R);
+    runs->setToolTip(tr("Runs recorded in the run store"));
+    connect(runs, &QAction::triggered, this, [this] {
+        RunListDialog dialog(core::RunStore::defaultPath(), this);
+        dialog.exec();
+    });
     auto *quit = new QAction(tr("&Quit"), this);
     quit->setShortcut(QKeySequence::Quit);
     connect(quit, &QAction::triggered, this, &QWidget::close);
@@ -175,6 +197,8 @@ void MainWindow::buildActions()
     QMenu *file = menuBar()->addMenu(tr("&File"));
     file->addAction(loadPresetAction);
     file->addAction(savePresetAction);
+    file->addSeparator();
+    file->addAction(runs);
     file->addSeparator();
     file->addAction(quit);
     QMenu *run = menuBar()->addMenu(tr("&Run"));
@@ -401,6 +425,7 @@ void MainWindow::mergeNow()
         return;
     m_mergePending = true;
     m_controller.session().mergeNow();
+    m_mergeTimeout->start();
     m_phaseLabel->setText(tr("Merge requested…"));
     log(tr("Merge now: asking the workers to merge the best model into the others…"));
 }

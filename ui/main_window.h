@@ -11,6 +11,7 @@ class QLabel;
 class QMenu;
 class QPlainTextEdit;
 class QTabWidget;
+class QTimer;
 
 namespace dlion::ui {
 
@@ -90,6 +91,7 @@ private:
     QMenu *m_viewMenu = nullptr;
     QString m_problem;
     bool m_mergePending = false;
+    QTimer *m_mergeTimeout;
 };
 
 } // namespace dlion::ui

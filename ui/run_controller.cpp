@@ -7,6 +7,7 @@
 #include <local_cluster.h>
 
 #include <QHostAddress>
+#include <QJsonArray>
 
 #include <QTimer>
 
@@ -20,6 +21,8 @@ constexpr quint16 kDefaultRendezvousPort = 29500;  // c10d's customary port
 RunController::RunController(QObject *parent) : QObject(parent)
 {
     connect(&m_session, &core::RunSession::logMessage, this, &RunController::message);
+    connect(&m_recorder, &core::RunRecorder::recordingFailed, this,
+            [this](const QString &why) { Q_EMIT message(tr("Recording this run failed: %1").arg(why)); });
     connect(&m_session, &core::RunSession::finished, this, [this](bool ok, const QString &text) {
         releaseAgents();
         setPhase(ok ? Phase::Finished : Phase::Failed);
@@ -59,6 +62,7 @@ void RunController::startLocal(const core::JobRequest &request)
         if (isActive())
             Q_EMIT message(tr("worker %1's agent exited (code %2)").arg(worker).arg(code));
     });
+    prepareRecording(QJsonObject{{"kind", "local"}, {"workers", request.workers}, {"emulation", request.spec.emulation}});
     connect(m_cluster.get(), &core::LocalCluster::ready, this, [this] {
         QList<core::AgentEndpoint> endpoints;
         for (quint16 port : m_cluster->ports())
@@ -93,6 +97,10 @@ void RunController::startRemote(const core::JobRequest &request, const core::Clu
     m_paused = false;
     m_secret = protocol::handshake::makeSecret();
     m_deployer = makeDeployer(cluster);
+    QJsonArray hosts;
+    for (const core::ClusterHost &h : cluster.hosts)
+        hosts.append(h.name);
+    prepareRecording(QJsonObject{{"kind", "ssh"}, {"workers", int(cluster.hosts.size())}, {"hosts", hosts}});
     connect(m_deployer, &core::Deployer::failed, this, [this](const QString &reason) {
         fail(tr("Deployment failed: %1").arg(reason));
     });
@@ -109,6 +117,18 @@ void RunController::startRemote(const core::JobRequest &request, const core::Clu
     setPhase(Phase::StartingAgents);
     Q_EMIT message(tr("Deploying agents to %1 machines…").arg(cluster.hosts.size()));
     m_deployer->deploy(m_secret);
+}
+
+void RunController::prepareRecording(const QJsonObject &cluster)
+{
+    if (!m_store.isOpen()) {
+        if (!m_store.open(core::RunStore::defaultPath(), core::RunStore::Mode::ReadWrite)) {
+            Q_EMIT message(tr("Not recording this run: %1").arg(m_store.errorString()));
+            return;
+        }
+        m_recorder.attach(&m_session);
+    }
+    m_recorder.setCluster(cluster);
 }
 
 void RunController::checkDeployment(const core::ClusterSpec &cluster)

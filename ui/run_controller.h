@@ -2,7 +2,9 @@
 
 #include <cluster_spec.h>
 #include <job_builder.h>
+#include <run_recorder.h>
 #include <run_session.h>
+#include <run_store.h>
 
 #include <QObject>
 
@@ -17,7 +19,8 @@ namespace dlion::ui {
 
 // Drives one run from the GUI: brings up the agents (the embedded local
 // cluster, or the user's machines through the SSH Deployer), hands the job
-// to a RunSession, and takes the agents down when the run ends. Never blocks the event loop; every failure ends in
+// to a RunSession, records it in the run store, and takes the agents down
+// when the run ends. Never blocks the event loop; every failure ends in
 // `failed(message)` with a message naming what went wrong.
 class RunController : public QObject {
     Q_OBJECT
@@ -47,6 +50,9 @@ public:
     // The embedded cluster of the current run (nullptr when none).
     core::LocalCluster *localCluster() const { return m_cluster.get(); }
     const core::JobRequest &request() const { return m_request; }
+    // Id of the current or last run in the store (0: not recorded).
+    qint64 recordedRunId() const { return m_recorder.runId(); }
+    QString storePath() const { return m_store.path(); }
     bool isPaused() const { return m_paused; }
 
 Q_SIGNALS:
@@ -65,8 +71,13 @@ private:
     void fail(const QString &reason);
     void releaseAgents();
     core::Deployer *makeDeployer(const core::ClusterSpec &cluster);
+    // Opens the store on first use; a store that cannot open only costs
+    // the recording, never the run.
+    void prepareRecording(const QJsonObject &cluster);
 
     core::RunSession m_session;
+    core::RunStore m_store;
+    core::RunRecorder m_recorder{&m_store};
     std::unique_ptr<core::LocalCluster> m_cluster;
     core::Deployer *m_deployer = nullptr;  // owned; deleted once its agents are stopped
     core::JobRequest m_request;

@@ -316,8 +316,8 @@ void RunCommand::deployRemote()
             return exitAfterCleanup(1);
         m_session.start(m_request.spec, agents, m_secret, agents[0].host, m_remote->rendezvousPort(agents[0].host));
     });
-    connect(&deployer, &core::Deployer::failed, this, [](const QString &reason) {
-        err() << "dlion run: " << reason << "\n";
+    connect(&deployer, &core::Deployer::failed, this, [] {
+        err() << "dlion run: the deployment failed\n";  // each host's reason is printed as it happens
         QCoreApplication::exit(1);
     });
     deployer.deploy(m_secret);
