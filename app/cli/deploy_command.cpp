@@ -53,8 +53,9 @@ int DeployCommand::exec(const QStringList &args)
         status = ok ? status : 1;
         QCoreApplication::exit(0);
     });
-    QObject::connect(&deployer, &core::Deployer::failed, &deployer, [&](const QString &reason) {
-        err << name << ": " << reason << Qt::endl;
+    // Each host's failure is printed as it happens (ConsoleDeployer).
+    QObject::connect(&deployer, &core::Deployer::failed, &deployer, [&] {
+        err << name << ": the deployment failed" << Qt::endl;
         QCoreApplication::exit(0);
     });
     QObject::connect(&deployer, &core::Deployer::deployed, &deployer, [&] {

@@ -190,10 +190,10 @@ bool RemoteAgent::checkLibraries(SshSession &ssh, QString *error)
     if (missing.isEmpty())
         return true;
     const QStringList packages = packagesProviding(m_setup.agentProgram, missing);
-    *error = QStringLiteral("host \"%1\": the agent needs shared libraries missing there: %2; install them with: %3")
+    *error = QStringLiteral("host \"%1\": the agent needs shared libraries missing there: %2; %3")
                  .arg(m_host.name, missing.join(", "),
-                      packages.isEmpty() ? QStringLiteral("the packages that provide them")
-                                         : QStringLiteral("sudo apt-get install -y ") + packages.join(' '));
+                      packages.isEmpty() ? QStringLiteral("install the packages that provide them there")
+                                         : QStringLiteral("install them with: sudo apt-get install -y ") + packages.join(' '));
     return false;
 }
 

@@ -68,6 +68,7 @@ private Q_SLOTS:
     void cliRunOverClusterCleansUp();
     void cliStopRemovesAgentsOfADeadController();
     void sshAgentLogsIn();
+    void missingLibrariesAreReportedAndNothingIsLeft();
     void changedHostKeyIsRefused();
     void wrongUserKeyGivesAuthError();
     void unreachablePortsFailClearly();
@@ -217,6 +218,32 @@ void TestSshDeploy::sshAgentLogsIn()
     QVERIFY2(r.ok, qPrintable(r.message));
     QVERIFY(stoppedOk);
     QCOMPARE(processesUnder(work), 0);
+}
+
+void TestSshDeploy::missingLibrariesAreReportedAndNothingIsLeft()
+{
+    // An agent whose LibTorch dependency has another name: as on a host
+    // without the runtime packages, ldd there cannot resolve it.
+    QFile original(qEnvironmentVariable("DLION_AGENT"));
+    QVERIFY(original.open(QIODevice::ReadOnly));
+    QByteArray elf = original.readAll();
+    QVERIFY(elf.contains("libtorch.so.1.13"));
+    elf.replace("libtorch.so.1.13", "libtorcX.so.1.13");
+    QFile patched(m_work.filePath("dlion-agent-without-torch"));
+    QVERIFY(patched.open(QIODevice::WriteOnly) && patched.write(elf) == elf.size());
+    patched.close();
+    patched.setPermissions(QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner);
+
+    const QString work = m_work.filePath("nolibs");
+    auto cluster = loadCluster(m_sshd.writeCluster("nolibs.json", {m_sshd.host("l", work)}, m_sshd.path("known_hosts")));
+    QVERIFY(cluster);
+    core::Deployer deployer(*cluster);
+    deployer.setAgentProgram(patched.fileName());
+    const DeployResult r = deployAndWait(deployer, protocol::handshake::makeSecret());
+    QVERIFY(!r.ok);
+    QVERIFY2(r.message.contains("missing there: libtorcX.so.1.13; install the packages"), qPrintable(r.message));
+    QVERIFY(QFileInfo::exists(work));  // the work folder stays, the agent's own folder is gone
+    QVERIFY(!QFileInfo::exists(work + "/dlion-l"));
 }
 
 void TestSshDeploy::changedHostKeyIsRefused()

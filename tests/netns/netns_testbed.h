@@ -121,6 +121,8 @@ private:
         ns(b, {"route", "add", aAddr + "/32", "dev", db, "src", bAddr});
     }
 
+    // A 4 KB bucket: enough to hold the rate between timer ticks, small
+    // enough that an idle link's full bucket barely speeds a short transfer.
     void shape(const QString &n, const QString &dev, double mbps)
     {
         run("ip", {"netns", "exec", n, "tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate",
