@@ -29,9 +29,11 @@ void AllreduceStrategy::exchange(torch::Tensor &grad, RoundContext &ctx)
     ctx.record->bytesSent = std::int64_t(bytes);
     ctx.record->linkFraction.assign(std::size_t(n), 0.0);
     ctx.record->linkMbps.assign(std::size_t(n), 0.0);
+    ctx.record->linkBytes.assign(std::size_t(n), 0.0);
     if (n > 1) {
         const int next = (m_comm.rank() + 1) % n;
         ctx.record->linkFraction[std::size_t(next)] = 1.0;
+        ctx.record->linkBytes[std::size_t(next)] = bytes;
         ctx.record->linkMbps[std::size_t(next)] = m_emulator.capMbps(m_comm.rank(), next, ctx.elapsedS);
     }
 }

@@ -34,11 +34,13 @@ void PeerExchange::report(protocol::RoundRecord &record, const std::vector<doubl
 {
     const int n = m_comm.world(), me = m_comm.rank();
     record.linkMbps.assign(std::size_t(n), 0.0);
+    record.linkBytes.assign(std::size_t(n), 0.0);
     for (int j = 0; j < n; ++j) {
         if (j == me)
             continue;
         if (!bandwidth.empty())
             record.linkMbps[std::size_t(j)] = bandwidth[std::size_t(me * n + j)] * 8e-6;
+        record.linkBytes[std::size_t(j)] = double(m_lastBytes[std::size_t(j)]);
         record.bytesSent += m_lastBytes[std::size_t(j)];
     }
 }

@@ -44,7 +44,7 @@ QCborMap encode(const RoundRecord &r)
 {
     return QCborMap{{"w", r.worker}, {"r", r.round}, {"t", r.t}, {"b", r.batch}, {"sh", r.share},
                     {"rt", r.rate}, {"cs", r.computeS}, {"ms", r.commS}, {"l", r.loss},
-                    {"sd", r.slowdown}, {"by", r.bytesSent}, {"pd", qint64(r.paramDigest)}, {"bw", toArray(r.linkMbps)},
+                    {"sd", r.slowdown}, {"by", r.bytesSent}, {"pd", qint64(r.paramDigest)}, {"lb", toArray(r.linkBytes)}, {"bw", toArray(r.linkMbps)},
                     {"fr", toArray(r.linkFraction)}};
 }
 
@@ -62,7 +62,7 @@ bool decode(const QCborMap &m, RoundRecord *r)
     r->slowdown = m.value("sd").toDouble(1.0);
     r->bytesSent = m.value("by").toInteger();
     r->paramDigest = quint64(m.value("pd").toInteger());
-    return readArray(m.value("bw"), &r->linkMbps) && readArray(m.value("fr"), &r->linkFraction);
+    return readArray(m.value("lb"), &r->linkBytes) && readArray(m.value("bw"), &r->linkMbps) && readArray(m.value("fr"), &r->linkFraction);
 }
 
 QCborMap encode(const EvalRecord &e)
@@ -159,7 +159,7 @@ QJsonObject toJson(const RoundRecord &r)
                        {"share", r.share}, {"rate", r.rate}, {"compute_s", r.computeS},
                        {"comm_s", r.commS}, {"loss", r.loss}, {"slowdown", r.slowdown},
                        {"bytes_sent", r.bytesSent},
-                       {"param_digest", QString::number(r.paramDigest, 16)}, {"link_mbps", toJsonArray(r.linkMbps)},
+                       {"param_digest", QString::number(r.paramDigest, 16)}, {"link_bytes", toJsonArray(r.linkBytes)}, {"link_mbps", toJsonArray(r.linkMbps)},
                        {"link_fraction", toJsonArray(r.linkFraction)}};
 }
 

@@ -24,6 +24,7 @@ struct RoundRecord {
     double slowdown = 1;
     qint64 bytesSent = 0;
     quint64 paramDigest = 0;  // hash of the replica's parameters after the step (0 = not computed)
+    std::vector<double> linkBytes;     // bytes sent per outgoing link
     std::vector<double> linkMbps;      // estimated bandwidth per outgoing link
     std::vector<double> linkFraction;  // fraction of the gradient sent per link
 };

@@ -7,6 +7,7 @@
 #include <QProcess>
 #include <QTemporaryDir>
 
+#include <csignal>
 #include <map>
 #include <set>
 
@@ -19,6 +20,8 @@ private Q_SLOTS:
     void pauseAndResumeAreAgreedByAllWorkers();
     void missingDatasetFailsWithClearMessage();
     void cliRunWritesSummaryAndRejectsBadFlags();
+    void agentsNeverOutliveTheCli_data();
+    void agentsNeverOutliveTheCli();
 };
 
 void TestLocalCluster::allreduceReaches80PercentWithIdenticalReplicas()
@@ -128,6 +131,62 @@ void TestLocalCluster::cliRunWritesSummaryAndRejectsBadFlags()
     QVERIFY(p.waitForFinished(30000));
     QCOMPARE(p.exitCode(), 2);
     QVERIFY(p.readAllStandardError().contains("\"strategy\""));
+}
+
+namespace {
+QList<qint64> childPids(qint64 pid)
+{
+    QList<qint64> out;
+    QDir tasks(QString("/proc/%1/task").arg(pid));
+    for (const QString &tid : tasks.entryList(QDir::Dirs | QDir::NoDotAndDotDot)) {
+        QFile f(tasks.filePath(tid + "/children"));
+        if (f.open(QIODevice::ReadOnly)) {
+            for (const QByteArray &c : f.readAll().split(' ')) {
+                if (!c.trimmed().isEmpty())
+                    out.append(c.trimmed().toLongLong());
+            }
+        }
+    }
+    return out;
+}
+
+bool alive(qint64 pid)
+{
+    // A zombie has exited; only its parent's wait() is missing.
+    QFile f(QString("/proc/%1/stat").arg(pid));
+    return f.open(QIODevice::ReadOnly) && !f.readAll().contains(") Z ");
+}
+} // namespace
+
+void TestLocalCluster::agentsNeverOutliveTheCli_data()
+{
+    QTest::addColumn<int>("signal");
+    QTest::newRow("Ctrl-C") << int(SIGINT);
+    QTest::newRow("SIGKILL") << int(SIGKILL);
+}
+
+void TestLocalCluster::agentsNeverOutliveTheCli()
+{
+    QFETCH(int, signal);
+    QTemporaryDir out;
+    QProcess p;
+    p.start(qEnvironmentVariable("DLION_CLI"), {"run", "--workers", "3", "--dataset", "synthetic", "--model", "mlp",
+                                                "--seconds", "300", "--out", out.path()});
+    QVERIFY(p.waitForStarted());
+    // Wait until the agents train (the progress table shows their rates).
+    QByteArray seen;
+    QTRY_VERIFY_WITH_TIMEOUT((seen += p.readAllStandardOutput()).contains("samples/s"), 60000);
+    const QList<qint64> agents = childPids(p.processId());
+    QCOMPARE(agents.size(), 3);
+    ::kill(pid_t(p.processId()), signal);
+    QVERIFY(p.waitForFinished(60000));
+    if (signal == SIGINT) {
+        // A clean stop: the workers finish together and the summary is written.
+        QCOMPARE(p.exitCode(), 0);
+        QVERIFY(QFile::exists(QDir(out.path()).filePath("summary.json")));
+    }
+    for (qint64 pid : agents)
+        QTRY_VERIFY_WITH_TIMEOUT(!alive(pid), 15000);
 }
 
 QTEST_GUILESS_MAIN(TestLocalCluster)

@@ -58,6 +58,7 @@ private Q_SLOTS:
     void iidPartitionSizesAndDeterminism();
     void dirichletPartitionSkewsLabels();
     void syntheticDatasetIsDeterministic();
+    void cifarBinaryFormat();
 
 private:
     QTemporaryDir m_dir;
@@ -170,6 +171,36 @@ void TestDatasets::syntheticDatasetIsDeterministic()
     QCOMPARE(a.labels, b.labels);
     const std::string m = messageOf([&] { partitionIndices(a.labels, 10, 500, 0, 1); });
     QVERIFY2(m.find("too small") != std::string::npos, m.c_str());
+}
+
+void TestDatasets::cifarBinaryFormat()
+{
+    // No CIFAR package exists in Debian: write files in its binary layout
+    // (label byte + 3072 pixel bytes per image) and read them back.
+    QTemporaryDir dir;
+    auto write = [&](const QString &name, int images, int firstLabel) {
+        QFile f(dir.filePath(name));
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        for (int i = 0; i < images; ++i) {
+            f.putChar(char((firstLabel + i) % 10));
+            f.write(QByteArray(3072, char(i)));
+        }
+    };
+    for (int b = 1; b <= 5; ++b)
+        write(QString("data_batch_%1.bin").arg(b), 4, b);
+    write("test_batch.bin", 3, 0);
+    const RawDataset train = loadDataset("cifar10", dir.path().toStdString(), Split::Train);
+    QCOMPARE(train.size, 20);
+    QCOMPARE(train.channels, 3);
+    QCOMPARE(train.height, 32);
+    QCOMPARE(int(train.labels[0]), 1);
+    QCOMPARE(int(train.labels[4]), 2);
+    QCOMPARE(int(train.pixels[3072 * 2 + 5]), 2);
+    QCOMPARE(loadDataset("cifar10", dir.path().toStdString(), Split::Test).size, 3);
+    QFile trunc(dir.filePath("test_batch.bin"));
+    QVERIFY(trunc.resize(3073 * 2 + 100));
+    const std::string m = messageOf([&] { loadDataset("cifar10", dir.path().toStdString(), Split::Test); });
+    QVERIFY2(m.find("truncated") != std::string::npos, m.c_str());
 }
 
 QTEST_GUILESS_MAIN(TestDatasets)

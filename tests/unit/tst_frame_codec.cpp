@@ -151,6 +151,7 @@ void TestFrameCodec::telemetryRoundTrip()
     r.rate = 1234.5;
     r.paramDigest = 0xfedcba9876543210ull;
     r.linkMbps = {0, 40, 10};
+    r.linkBytes = {0, 4096, 512};
     r.linkFraction = {0, 1, 0.25};
     in.rounds.append(r);
     EvalRecord e;
@@ -175,6 +176,7 @@ void TestFrameCodec::telemetryRoundTrip()
     QCOMPARE(out.rounds[0].round, 77);
     QCOMPARE(out.rounds[0].paramDigest, r.paramDigest);
     QCOMPARE(out.rounds[0].linkFraction, r.linkFraction);
+    QCOMPARE(out.rounds[0].linkBytes, r.linkBytes);
     QCOMPARE(out.evals[0].globalAccuracy, 0.81);
     QVERIFY(out.evals[0].final);
     QCOMPARE(out.merges[0].to, 3);
