@@ -116,10 +116,10 @@ void Dashboard::rebuild()
     for (int w = 0; w < n; ++w) {
         const QPen pen(PlotTheme::workerColor(w, n), n > 16 ? 1.0 : 1.6);
         const QString name = tr("worker %1").arg(w);
-        m_rate->addSeries(&m_model.series(Metric::Rate, w), name, pen, legend);
-        m_loss->addSeries(&m_model.series(Metric::Loss, w), name, pen, legend);
-        m_sent->addSeries(&m_model.series(Metric::FractionSent, w), name, pen, legend);
-        m_accuracy->addSeries(&m_model.series(Metric::Accuracy, w), name, pen, legend);
+        m_rate->addSeries(&m_model.series(Metric::Rate, w), name, pen, legend, legend);
+        m_loss->addSeries(&m_model.series(Metric::Loss, w), name, pen, legend, legend);
+        m_sent->addSeries(&m_model.series(Metric::FractionSent, w), name, pen, legend, legend);
+        m_accuracy->addSeries(&m_model.series(Metric::Accuracy, w), name, pen, legend, legend);
     }
     const QColor accent = PlotTheme::accentColor(palette());
     m_accuracy->addSeries(&m_model.bestAccuracy(), tr("best worker"), QPen(accent, 2.6), true);

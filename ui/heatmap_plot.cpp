@@ -17,7 +17,14 @@ HeatmapPlot::HeatmapPlot(const QString &title, const QString &scaleLabel, QWidge
     m_scale->setType(QCPAxis::atRight);
     m_scale->axis()->setLabel(scaleLabel);
     m_map->setColorScale(m_scale);
-    QCPColorGradient gradient(QCPColorGradient::gpThermal);
+    // Viridis: ordered, readable in dark and light themes, and its top end
+    // is not white (the colour of the empty diagonal).
+    QCPColorGradient gradient;
+    gradient.setColorStops({{0.0, QColor(68, 1, 84)},
+                            {0.25, QColor(59, 82, 139)},
+                            {0.5, QColor(33, 145, 140)},
+                            {0.75, QColor(94, 201, 98)},
+                            {1.0, QColor(253, 231, 37)}});
     gradient.setNanHandling(QCPColorGradient::nhTransparent);
     m_map->setGradient(gradient);
     m_map->setInterpolate(false);

@@ -251,7 +251,7 @@ void MainWindow::buildDocks()
     logDock->setWidget(m_log);
     addDockWidget(Qt::BottomDockWidgetArea, logDock);
     resizeDocks({logDock}, {120}, Qt::Vertical);
-    resizeDocks({workersDock}, {420}, Qt::Horizontal);
+    resizeDocks({workersDock}, {480}, Qt::Horizontal);
 
     QAction *toggleWorkers = workersDock->toggleViewAction();
     toggleWorkers->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_W));

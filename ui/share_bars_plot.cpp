@@ -33,6 +33,7 @@ void ShareBarsPlot::setWorkers(int workers)
     xAxis->setRange(-0.6, m_workers - 0.4);
     QColor fill = PlotTheme::workerColor(0, 1);
     m_bars->setPen(QPen(fill.darker(130)));
+    m_bars->setAntialiased(false);  // axis-aligned rectangles gain nothing from it
     fill.setAlpha(190);
     m_bars->setBrush(fill);
 }
@@ -50,7 +51,9 @@ bool ShareBarsPlot::setShares(const std::function<double(int)> &sharePercent)
     }
     if (changed) {
         m_bars->setData(keys, values, true);
-        yAxis->setRange(0, qMin(100.0, qMax(top * 1.25, 100.0 / m_workers * 2)));
+        // In 10 % steps, so the axis (and its cached labels) rarely changes.
+        const double upper = std::ceil(qMax(top * 1.2, 200.0 / m_workers) / 10.0) * 10.0;
+        yAxis->setRange(0, qMin(100.0, upper));
     }
     return changed;
 }

@@ -59,9 +59,11 @@ void TimeSeriesPlot::clearSeries()
     legend->setVisible(false);
 }
 
-void TimeSeriesPlot::addSeries(const core::BoundedSeries *series, const QString &name, const QPen &pen, bool inLegend)
+void TimeSeriesPlot::addSeries(const core::BoundedSeries *series, const QString &name, const QPen &pen, bool inLegend,
+                               bool antialiased)
 {
     QCPGraph *g = addGraph();
+    g->setAntialiased(antialiased);
     g->setName(name);
     g->setPen(pen);
     g->setAdaptiveSampling(true);

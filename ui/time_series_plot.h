@@ -19,7 +19,10 @@ public:
     // Fixed value range (e.g. 0-100 %); otherwise 0 to the largest value seen.
     void setFixedValueRange(double lower, double upper);
     void clearSeries();
-    void addSeries(const core::BoundedSeries *series, const QString &name, const QPen &pen, bool inLegend);
+    // Many thin curves are drawn without antialiasing: it dominates paint
+    // time and adds nothing at one pixel wide.
+    void addSeries(const core::BoundedSeries *series, const QString &name, const QPen &pen, bool inLegend,
+                   bool antialiased = true);
     // Vertical markers (e.g. merge events) at the x of each point of `events`.
     void setEventSeries(const core::BoundedSeries *events, const QColor &color);
     // Returns true when anything changed.
