@@ -37,7 +37,6 @@ std::int64_t AkoStrategy::partitions(const RoundContext &ctx) const
 
 void AkoStrategy::exchange(torch::Tensor &grad, RoundContext &ctx)
 {
-    const int n = m_comm.world(), me = m_comm.rank();
     m_accumulated.add_(grad);
     m_partitions = partitions(ctx);
     const std::int64_t length = grad.numel();
@@ -48,15 +47,7 @@ void AkoStrategy::exchange(torch::Tensor &grad, RoundContext &ctx)
     part.offset = offset;
     part.values = m_accumulated.narrow(0, offset, std::min(chunk, length - offset)).clone();
     m_accumulated.narrow(0, offset, part.values.numel()).zero_();
-    const std::vector<SparseGradient> in = m_exchange.exchange(std::vector<SparseGradient>(std::size_t(n), part), ctx.elapsedS);
-    ctx.record->linkFraction.assign(std::size_t(n), double(part.values.numel()) / double(length));
-    ctx.record->linkFraction[std::size_t(me)] = 0;
-    m_exchange.report(*ctx.record, ctx.bandwidth);
-    for (int j = 0; j < n; ++j) {
-        if (j != me)
-            in[std::size_t(j)].addTo(grad, 1.0);
-    }
-    grad.div_(n);
+    m_exchange.shareAndAverage(part, grad, *ctx.record, ctx.bandwidth, ctx.elapsedS);
 }
 
 } // namespace dlion::engine

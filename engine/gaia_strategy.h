@@ -22,7 +22,6 @@ public:
 
 private:
     Trainer &m_trainer;
-    Comm &m_comm;
     std::int64_t m_batch;
     double m_lr, m_threshold;
     torch::Tensor m_accumulated;

@@ -22,6 +22,21 @@ PeerExchange::PeerExchange(Comm &comm, const LinkEmulator &emulator)
       m_lastBytes(std::size_t(comm.world()), 0)
 {}
 
+void PeerExchange::shareAndAverage(const SparseGradient &payload, torch::Tensor &grad, protocol::RoundRecord &record,
+                                   const std::vector<double> &bandwidth, double t)
+{
+    const int n = m_comm.world(), me = m_comm.rank();
+    const std::vector<SparseGradient> in = exchange(std::vector<SparseGradient>(std::size_t(n), payload), t);
+    record.linkFraction.assign(std::size_t(n), double(payload.values.numel()) / double(grad.numel()));
+    record.linkFraction[std::size_t(me)] = 0;
+    report(record, bandwidth);
+    for (int j = 0; j < n; ++j) {
+        if (j != me)
+            in[std::size_t(j)].addTo(grad, 1.0);
+    }
+    grad.div_(n);
+}
+
 std::vector<double> PeerExchange::incomingBandwidth() const
 {
     std::vector<double> out(std::size_t(m_comm.world()), 0.0);

@@ -31,6 +31,12 @@ public:
     // sent to us (entry rank empty). `t` is the training time (for schedules).
     std::vector<SparseGradient> exchange(const std::vector<SparseGradient> &out, double t);
 
+    // Sends the same payload to every peer and turns `grad` into the mean
+    // of it and everything received ((own + received) / workers), filling
+    // the round's per-link telemetry. Gaia and Ako share this step.
+    void shareAndAverage(const SparseGradient &payload, torch::Tensor &grad, protocol::RoundRecord &record,
+                         const std::vector<double> &bandwidth, double t);
+
     // Estimated bytes/s of each incoming link (peer -> this worker).
     std::vector<double> incomingBandwidth() const;
     // Fills a round's outgoing-link estimates (from the shared n x n

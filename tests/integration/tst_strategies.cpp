@@ -60,12 +60,20 @@ void TestStrategies::dlionAdaptsToSlowWorkersAndMergesOnRequest()
     QVERIFY(merge.from != merge.to);
     QVERIFY(merge.scoreFrom > merge.scoreBefore);
 
+    // Worker 0 becomes 8x slower mid-run: within a few rounds its share
+    // falls below worker 1's (they were equal).
+    s.setSlowdown(0, 8.0);
+    auto lastShare = [&](int w) { return s.data().lastRound(w)->share; };
+    QTRY_VERIFY_WITH_TIMEOUT(lastShare(0) < 0.5 * lastShare(1) || s.state() != core::RunSession::State::Running, 30000);
+    QVERIFY2(lastShare(0) < 0.5 * lastShare(1), qPrintable(QString("shares %1 vs %2").arg(lastShare(0)).arg(lastShare(1))));
+    QCOMPARE(s.data().lastRound(0)->slowdown, 8.0);
+
     QVERIFY(run.waitFinished(240000));
     QVERIFY2(run.ok, qPrintable(run.message));
     const core::RunData &d = s.data();
     QVERIFY2(d.lastGlobalEval()->globalAccuracy >= 0.80, qPrintable(QString::number(d.lastGlobalEval()->globalAccuracy)));
     // Weighted dynamic batching: the 4x slower worker computes a smaller share.
-    const double fast = meanShare(d, 0), slowest = meanShare(d, 3);
+    const double fast = meanShare(d, 1), slowest = meanShare(d, 3);
     QVERIFY2(slowest < 0.6 * fast, qPrintable(QString("shares %1 vs %2").arg(fast).arg(slowest)));
     // Prioritized exchange: the slowest links carry a smaller fraction.
     const auto &last = d.rounds(0).constLast();
