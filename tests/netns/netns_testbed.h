@@ -33,6 +33,13 @@ public:
         p.start("ip", {"netns", "list"});
         if (!p.waitForFinished(5000) || p.exitCode() != 0)
             return QStringLiteral("`ip netns` is unavailable (install iproute2)");
+        // Root inside an unprivileged container may still not create one.
+        const QString probe = QStringLiteral("dlt%1probe").arg(getpid());
+        p.start("ip", {"netns", "add", probe});
+        if (!p.waitForFinished(5000) || p.exitCode() != 0)
+            return QStringLiteral("cannot create network namespaces here: ") + QString::fromLocal8Bit(p.readAllStandardError()).trimmed();
+        p.start("ip", {"netns", "delete", probe});
+        p.waitForFinished(5000);
         return {};
     }
 
