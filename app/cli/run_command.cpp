@@ -211,7 +211,8 @@ int RunCommand::exec(const QStringList &args)
     const QString storePath = parser.isSet("store") ? parser.value("store") : core::RunStore::defaultPath();
     if (m_store.open(storePath, core::RunStore::Mode::ReadWrite)) {
         m_recorder.setOutDir(m_outDir.absolutePath());
-        m_recorder.setCluster(QJsonObject{{"kind", "local"}, {"workers", m_request.workers}});
+        m_recorder.setCluster(m_remote ? core::sshClusterInfo(m_remote->cluster(), parser.value("cluster"))
+                                       : core::localClusterInfo(m_request.workers));
         m_recorder.attach(&m_session);
         connect(&m_recorder, &core::RunRecorder::recordingFailed, this,
                 [](const QString &why) { err() << "dlion run: cannot record the run: " << why << "\n"; });

@@ -1,12 +1,33 @@
 #include "run_recorder.h"
 
+#include "cluster_spec.h"
 #include "run_session.h"
 
+#include <QFileInfo>
+#include <QJsonArray>
 #include <QLoggingCategory>
+#include <QSysInfo>
 
 Q_DECLARE_LOGGING_CATEGORY(lcStore)
 
 namespace dlion::core {
+
+QJsonObject localClusterInfo(int workers)
+{
+    return QJsonObject{{"kind", "local"}, {"workers", workers}, {"host", QSysInfo::machineHostName()}};
+}
+
+QJsonObject sshClusterInfo(const ClusterSpec &spec, const QString &file)
+{
+    QJsonArray hosts;
+    for (const ClusterHost &h : spec.hosts) {
+        QJsonObject o{{"name", h.name}, {"address", h.address}, {"port", h.port}, {"user", h.user}};
+        if (h.slowdown > 0)
+            o.insert("slowdown", h.slowdown);
+        hosts.append(o);
+    }
+    return QJsonObject{{"kind", "ssh"}, {"name", spec.name}, {"file", QFileInfo(file).absoluteFilePath()}, {"hosts", hosts}};
+}
 
 RunRecorder::RunRecorder(RunStore *store, QObject *parent) : QObject(parent), m_store(store)
 {

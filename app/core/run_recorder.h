@@ -10,6 +10,11 @@
 namespace dlion::core {
 
 class RunSession;
+struct ClusterSpec;
+
+// What a stored run records as its cluster: where it ran, no credentials.
+QJsonObject localClusterInfo(int workers);
+QJsonObject sshClusterInfo(const ClusterSpec &spec, const QString &file);
 
 // Writes a run into the RunStore while it happens.
 //

@@ -4,6 +4,7 @@
 #include "store_test_data.h"
 
 #include <round_series_codec.h>
+#include <run_list_model.h>
 #include <run_recorder.h>
 #include <run_store.h>
 
@@ -256,6 +257,23 @@ void TestRunStore::listSearchFilterTagNoteDelete()
     rawSql(path, {QStringLiteral("UPDATE runs SET writer_pid = 999999999 WHERE id = %1").arg(ids[0])});
     QCOMPARE(store.runInfo(ids[0])->status, QStringLiteral("interrupted"));
     QCOMPARE(store.runInfo(ids[1])->status, QStringLiteral("running"));  // this process is alive
+
+    // The GUI's run list model over the same store.
+    core::RunListModel model(&store);
+    QVERIFY(model.refresh());
+    QCOMPARE(model.rowCount(), 3);
+    QCOMPARE(model.columnCount(), int(core::RunListModel::ColumnCount));
+    QCOMPARE(model.runId(0), ids[3]);
+    QCOMPARE(model.data(model.index(0, core::RunListModel::Strategy)).toString(), QStringLiteral("dlion"));
+    QCOMPARE(model.data(model.index(0, core::RunListModel::Tags)).toString(), QStringLiteral("wan"));
+    QCOMPARE(model.data(model.index(0, core::RunListModel::Workers), core::RunListModel::SortRole).toInt(), 4);
+    QVERIFY(model.data(model.index(0, core::RunListModel::FinalAccuracy)).toString().endsWith(QLatin1Char('%')));
+    QCOMPARE(model.headerData(0, Qt::Horizontal).toString(), QStringLiteral("Run"));
+    core::RunFilter f;
+    f.strategy = QStringLiteral("allreduce");
+    QVERIFY(model.refresh(f));
+    QCOMPARE(model.rowCount(), 1);
+    QCOMPARE(model.rowOf(ids[0]), 0);
 }
 
 void TestRunStore::killedWriterLeavesEveryCommittedRow()
@@ -271,7 +289,8 @@ void TestRunStore::killedWriterLeavesEveryCommittedRow()
     QByteArray pending;
     QElapsedTimer clock;
     clock.start();
-    while (commits < 12 && clock.elapsed() < 30000) {
+    // Past at least one compaction (every 200 rounds) and a dozen commits.
+    while ((commits < 12 || lastRounds <= 250) && clock.elapsed() < 60000) {
         writer.waitForReadyRead(1000);
         pending += writer.readAllStandardOutput();
         qsizetype nl;
@@ -285,7 +304,7 @@ void TestRunStore::killedWriterLeavesEveryCommittedRow()
         }
     }
     QVERIFY2(commits >= 12, qPrintable(QString::fromLocal8Bit(writer.readAllStandardError())));
-    QVERIFY(lastRounds > 200);  // past at least one compaction
+    QVERIFY(lastRounds > 250);
     ::kill(pid_t(writer.processId()), SIGKILL);  // mid-run, no chance to clean up
     QVERIFY(writer.waitForFinished(10000));
     QCOMPARE(writer.exitStatus(), QProcess::CrashExit);
