@@ -8,6 +8,7 @@
 #include "live_controls.h"
 #include "local_cluster_form.h"
 #include "preset_store.h"
+#include <report_writer.h>
 #include "run_list_dialog.h"
 #include "studio_resources.h"
 #include "ui_log.h"
@@ -17,6 +18,7 @@
 #include <QApplication>
 #include <QCloseEvent>
 #include <QDockWidget>
+#include <QFileDialog>
 #include <QInputDialog>
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -188,7 +190,17 @@ void MainWindow::buildActions()
     runs->setToolTip(tr("Runs recorded in the run store"));
     connect(runs, &QAction::triggered, this, [this] {
         RunListDialog dialog(core::RunStore::defaultPath(), this);
+        connect(&dialog, &RunListDialog::exportRequested, this, &MainWindow::exportReportInteractively);
         dialog.exec();
+    });
+    auto *exportAction = new QAction(icon("export"), tr("&Export report…"), this);
+    exportAction->setShortcut(Qt::CTRL | Qt::Key_E);
+    exportAction->setToolTip(tr("Report of the current or last run (HTML, PDF, JSON or CSV)"));
+    connect(exportAction, &QAction::triggered, this, [this] {
+        if (m_controller.recordedRunId() <= 0)
+            return void(QMessageBox::information(this, tr("Nothing to export"),
+                                                 tr("No run recorded in this session yet. Use File → Runs to export an earlier one.")));
+        exportReportInteractively(m_controller.recordedRunId());
     });
     auto *quit = new QAction(tr("&Quit"), this);
     quit->setShortcut(QKeySequence::Quit);
@@ -199,6 +211,7 @@ void MainWindow::buildActions()
     file->addAction(savePresetAction);
     file->addSeparator();
     file->addAction(runs);
+    file->addAction(exportAction);
     file->addSeparator();
     file->addAction(quit);
     QMenu *run = menuBar()->addMenu(tr("&Run"));
@@ -554,6 +567,41 @@ void MainWindow::applyPreset(const QJsonObject &preset)
         }
     }
     validate();
+}
+
+QString MainWindow::exportReport(qint64 runId, const QString &path)
+{
+    const QString suffix = QFileInfo(path).suffix().toLower();
+    const auto format = report::parseFormat(suffix).value_or(report::Format::Csv);
+    core::RunStore store;
+    if (!store.open(core::RunStore::defaultPath(), core::RunStore::Mode::ReadOnly))
+        return store.errorString();
+    const auto run = store.loadRun(runId);
+    if (!run)
+        return store.errorString();
+    const report::Result result = report::writeReport(*run, format, path);
+    if (!result.ok)
+        return result.error;
+    log(tr("Run #%1 exported: %2").arg(runId).arg(result.files.join(QStringLiteral(", "))));
+    return {};
+}
+
+void MainWindow::exportReportInteractively(qint64 runId)
+{
+    const QString html = tr("HTML report (*.html)"), pdf = tr("PDF report (*.pdf)"), json = tr("JSON summary (*.json)"),
+                  csv = tr("CSV tables (folder)");
+    QString filter = html;
+    QString path = QFileDialog::getSaveFileName(this, tr("Export run #%1").arg(runId),
+                                                report::defaultOutputName(runId, report::Format::Html),
+                                                QStringList{html, pdf, json, csv}.join(QStringLiteral(";;")), &filter);
+    if (path.isEmpty())
+        return;
+    const QString wanted = filter == pdf ? "pdf" : filter == json ? "json" : filter == html ? "html" : QString();
+    if (!wanted.isEmpty() && QFileInfo(path).suffix().toLower() != wanted)
+        path += "." + wanted;
+    const QString error = exportReport(runId, path);
+    if (!error.isEmpty())
+        QMessageBox::warning(this, tr("Export failed"), error);
 }
 
 void MainWindow::savePreset()

@@ -49,6 +49,9 @@ public:
     QAction *stopAction() const { return m_stop; }
     QAction *mergeAction() const { return m_merge; }
     QString statusText() const;
+    // Writes a stored run's report to `path` (format from its extension:
+    // .html, .pdf, .json, else a CSV folder); returns the error or empty.
+    QString exportReport(qint64 runId, const QString &path);
 
 protected:
     void closeEvent(QCloseEvent *event) override;
@@ -68,6 +71,7 @@ private:
     void updateActions();
     void updateStatus();
     void log(const QString &text);
+    void exportReportInteractively(qint64 runId);
     void savePreset();
     void loadPreset();
     QJsonObject currentPreset() const;

@@ -36,17 +36,22 @@ void PlotTheme::apply(QCustomPlot *plot, const QPalette &palette)
     QColor subGrid = text;
     subGrid.setAlpha(15);
     plot->setBackground(base);
-    for (QCPAxisRect *rect : plot->axisRects()) {
-        for (QCPAxis *axis : rect->axes()) {
-            axis->setBasePen(QPen(text, 1));
-            axis->setTickPen(QPen(text, 1));
-            axis->setSubTickPen(QPen(text, 1));
-            axis->setLabelColor(text);
-            axis->setTickLabelColor(text);
-            axis->grid()->setPen(QPen(grid, 1, Qt::DotLine));
-            axis->grid()->setSubGridPen(QPen(subGrid, 1, Qt::DotLine));
-            axis->grid()->setZeroLinePen(Qt::NoPen);
-        }
+    QList<QCPAxis *> axes;
+    for (QCPAxisRect *rect : plot->axisRects())
+        axes += rect->axes();
+    for (int i = 0; i < plot->plotLayout()->elementCount(); ++i) {
+        if (auto *scale = qobject_cast<QCPColorScale *>(plot->plotLayout()->elementAt(i)))
+            axes.append(scale->axis());
+    }
+    for (QCPAxis *axis : std::as_const(axes)) {
+        axis->setBasePen(QPen(text, 1));
+        axis->setTickPen(QPen(text, 1));
+        axis->setSubTickPen(QPen(text, 1));
+        axis->setLabelColor(text);
+        axis->setTickLabelColor(text);
+        axis->grid()->setPen(QPen(grid, 1, Qt::DotLine));
+        axis->grid()->setSubGridPen(QPen(subGrid, 1, Qt::DotLine));
+        axis->grid()->setZeroLinePen(Qt::NoPen);
     }
     if (plot->legend) {
         QColor legendBg = base;

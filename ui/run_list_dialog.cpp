@@ -6,6 +6,7 @@
 #include <QHeaderView>
 #include <QLabel>
 #include <QLineEdit>
+#include <QPushButton>
 #include <QTableWidget>
 #include <QVBoxLayout>
 
@@ -45,6 +46,13 @@ RunListDialog::RunListDialog(const QString &storePath, QWidget *parent)
     m_table->setAlternatingRowColors(true);
     auto *buttons = new QDialogButtonBox(QDialogButtonBox::Close, this);
     connect(buttons, &QDialogButtonBox::rejected, this, &QDialog::reject);
+    QPushButton *exportButton = buttons->addButton(tr("&Export report…"), QDialogButtonBox::ActionRole);
+    exportButton->setIcon(QIcon(QStringLiteral(":/icons/export.svg")));
+    exportButton->setToolTip(tr("Write the selected run as an HTML or PDF report, JSON summary or CSV tables"));
+    exportButton->setEnabled(false);
+    connect(m_table, &QTableWidget::itemSelectionChanged, exportButton,
+            [this, exportButton] { exportButton->setEnabled(selectedRunId() > 0); });
+    connect(exportButton, &QPushButton::clicked, this, [this] { Q_EMIT exportRequested(selectedRunId()); });
     auto *layout = new QVBoxLayout(this);
     layout->addWidget(m_search);
     layout->addWidget(m_table, 1);

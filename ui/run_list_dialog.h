@@ -9,7 +9,8 @@ class QTableWidget;
 namespace dlion::ui {
 
 // The runs recorded in the run store (the same list `dlion runs` prints),
-// newest first, with a search box. Opens the store read-only.
+// newest first, with a search box and an export button. Opens the store
+// read-only.
 class RunListDialog : public QDialog {
     Q_OBJECT
 public:
@@ -19,6 +20,9 @@ public:
     int reload();
     qint64 selectedRunId() const;
     QTableWidget *table() const { return m_table; }
+
+Q_SIGNALS:
+    void exportRequested(qint64 runId);
 
 private:
     QString m_storePath;

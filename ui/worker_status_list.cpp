@@ -84,7 +84,7 @@ void WorkerStatusList::refresh(const core::TelemetryModel &model)
         const auto *r = model.lastRound(w);
         item->setText(ShareCol, r ? tr("%1 %").arg(100.0 * r->share, 0, 'f', 1) : tr("—"));
         item->setText(RateCol, r ? tr("%1 /s").arg(r->rate, 0, 'f', 0) : tr("—"));
-        item->setText(SlowdownCol, r ? tr("%1×").arg(r->slowdown, 0, 'f', 1) : tr("—"));
+        item->setText(SlowdownCol, r ? tr("%1×").arg(r->slowdown, 0, 'g', 3) : tr("—"));
     }
 }
 

@@ -222,6 +222,14 @@ void TestStudioGui::stopEndsTheRun()
     QVERIFY(runs.reload() >= 1);
     QCOMPARE(runs.table()->item(0, 0)->text(), QStringLiteral("#%1").arg(id));
     QCOMPARE(runs.table()->item(0, 2)->text(), QStringLiteral("finished"));
+
+    // File → Export report writes it.
+    QTemporaryDir out;
+    const QString html = out.filePath(QStringLiteral("run.html"));
+    const QString error = m_window->exportReport(id, html);
+    QVERIFY2(error.isEmpty(), qPrintable(error));
+    QVERIFY(QFileInfo(html).size() > 10000);
+    QVERIFY(!m_window->exportReport(id + 1000, out.filePath(QStringLiteral("none.html"))).isEmpty());
 }
 
 void TestStudioGui::darkPaletteRethemesThePlots()
@@ -237,9 +245,9 @@ void TestStudioGui::darkPaletteRethemesThePlots()
     dark.setColor(QPalette::Button, QColor(50, 52, 56));
     dark.setColor(QPalette::ButtonText, QColor(225, 225, 225));
     dark.setColor(QPalette::Highlight, QColor(63, 127, 209));
-    qApp->setPalette(dark);
     ui::Dashboard *dash = m_window->dashboard();
     const qsizetype points = dash->pointCount();
+    qApp->setPalette(dark);
     QTRY_COMPARE_WITH_TIMEOUT(dash->plots().first()->xAxis->basePen().color(), QColor(225, 225, 225), 5000);
     QTRY_COMPARE_WITH_TIMEOUT(dash->pointCount(), points, 5000);  // the curves are redrawn, not lost
     m_window->showPage(ui::MainWindow::Page::Dashboard);
