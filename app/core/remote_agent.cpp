@@ -7,7 +7,8 @@
 #include <QProcess>
 #include <QRegularExpression>
 #include <QSet>
-#include <QSysInfo>
+
+#include <sys/utsname.h>
 
 namespace dlion::core {
 
@@ -109,7 +110,9 @@ bool RemoteAgent::preflight(SshSession &ssh, QString *error)
     if (!r)
         return false;
     const QStringList lines = QString::fromUtf8(r->out).split('\n', Qt::SkipEmptyParts);
-    const QString localArch = QSysInfo::currentCpuArchitecture();
+    utsname local{};
+    ::uname(&local);  // the same names as the remote `uname -m` (Qt says arm64 where uname says aarch64)
+    const QString localArch = QString::fromLatin1(local.machine);
     if (lines.size() < 3) {
         *error = QStringLiteral("host \"%1\": cannot use work_dir %2: %3").arg(m_host.name, m_host.workDir, QString::fromUtf8(r->err).trimmed());
         return false;
