@@ -97,14 +97,17 @@ void TestSshDeploy::unknownHostKeyIsAskedThenDeployRunAndStop()
     QStringList asked;
     connect(&deployer, &core::Deployer::hostKeyUnknown, this, [&](const QString &host, const QString &fingerprint) {
         asked << fingerprint;
-        deployer.answerHostKey(host, fingerprint.endsWith(m_sshd.hostKeyFingerprint()));
+        deployer.answerHostKey(host, true);
     });
     QSignalSpy progress(&deployer, &core::Deployer::hostProgress);
     const QByteArray secret = protocol::handshake::makeSecret();
     const DeployResult deployed = deployAndWait(deployer, secret);
     QVERIFY2(deployed.ok, qPrintable(deployed.message));
-    QCOMPARE(asked.size(), 2);  // each host asked, with the server's real fingerprint
-    QVERIFY(asked[0].startsWith("ssh-ed25519 SHA256:"));
+    // Asked with the server's real fingerprint (once per host, unless the
+    // other host had recorded the key by the time this one checked).
+    QVERIFY(asked.size() == 1 || asked.size() == 2);
+    for (const QString &fingerprint : std::as_const(asked))
+        QCOMPARE(fingerprint, "ssh-ed25519 " + m_sshd.hostKeyFingerprint());
     QVERIFY(QFile(knownHosts).size() > 0);  // accepted keys are recorded
     QCOMPARE(deployed.endpoints.size(), 2);
     QCOMPARE(processesUnder(work), 2);
