@@ -102,8 +102,7 @@ QJsonObject HostDialog::host() const
                   {"auth", m_auth->currentData().toString()}};
     if (m_auth->currentData() == QLatin1String("key"))
         h.insert("key_file", m_keyFile->text().trimmed());
-    if (!m_workDir->text().trimmed().isEmpty())
-        h.insert("work_dir", m_workDir->text().trimmed());
+    h.insert("work_dir", m_workDir->text().trimmed().isEmpty() ? QStringLiteral("~/dlion") : m_workDir->text().trimmed());
     return h;
 }
 

@@ -8,6 +8,8 @@
 #include <QHeaderView>
 #include <QIcon>
 #include <QJsonArray>
+#include <QLabel>
+#include <QLineEdit>
 #include <QMessageBox>
 #include <QPushButton>
 #include <QTableWidget>
@@ -30,7 +32,7 @@ QPushButton *button(const QString &icon, const QString &text, const QString &tip
 } // namespace
 
 HostsForm::HostsForm(QWidget *parent)
-    : QWidget(parent), m_table(new QTableWidget(0, Columns, this)),
+    : QWidget(parent), m_table(new QTableWidget(0, Columns, this)), m_knownHosts(new QLineEdit(this)),
       m_add(button("add", tr("&Add…"), tr("Add a machine"), this)),
       m_edit(button("edit", tr("&Edit…"), tr("Edit the selected machine"), this)),
       m_remove(button("remove", tr("&Remove"), tr("Remove the selected machine"), this)),
@@ -55,10 +57,20 @@ HostsForm::HostsForm(QWidget *parent)
     buttons->addWidget(m_test);
     buttons->addWidget(m_deploy);
     buttons->addStretch(1);
+    m_knownHosts->setObjectName(QStringLiteral("knownHosts"));
+    m_knownHosts->setPlaceholderText(tr("~/.ssh/known_hosts"));
+    m_knownHosts->setToolTip(tr("Host keys are checked against this file; keys you confirm are added to it"));
+    auto *knownHosts = new QHBoxLayout;
+    knownHosts->addWidget(new QLabel(tr("Known hosts file:"), this));
+    knownHosts->addWidget(m_knownHosts, 1);
+    auto *tableColumn = new QVBoxLayout;
+    tableColumn->addWidget(m_table, 1);
+    tableColumn->addLayout(knownHosts);
     auto *layout = new QHBoxLayout(this);
     layout->setContentsMargins(0, 0, 0, 0);
-    layout->addWidget(m_table, 1);
+    layout->addLayout(tableColumn, 1);
     layout->addLayout(buttons);
+    connect(m_knownHosts, &QLineEdit::textChanged, this, &HostsForm::changed);
 
     connect(m_add, &QPushButton::clicked, this, [this] {
         HostDialog dialog(QJsonObject{}, this);
@@ -112,6 +124,8 @@ void HostsForm::setHosts(const QList<QJsonObject> &hosts)
 void HostsForm::addHost(const QJsonObject &host)
 {
     m_hosts.append(host);
+    if (!host.contains("work_dir"))
+        m_hosts.last().insert("work_dir", QStringLiteral("~/dlion"));
     m_status.append(Status::Unknown);
     m_table->insertRow(m_table->rowCount());
     refreshRow(int(m_hosts.size()) - 1);
@@ -168,6 +182,16 @@ void HostsForm::refreshRow(int row)
         m_table->setItem(row, c, new QTableWidgetItem(cells[c]));
 }
 
+void HostsForm::setKnownHostsFile(const QString &path)
+{
+    m_knownHosts->setText(path);
+}
+
+void HostsForm::selectRow(int row)
+{
+    m_table->selectRow(row);
+}
+
 void HostsForm::setStatus(int row, Status status, const QString &message)
 {
     if (row < 0 || row >= m_hosts.size())
@@ -190,7 +214,10 @@ QJsonObject HostsForm::clusterJson() const
     QJsonArray hosts;
     for (const QJsonObject &h : m_hosts)
         hosts.append(h);
-    return QJsonObject{{"name", QStringLiteral("studio")}, {"hosts", hosts}};
+    QJsonObject cluster{{"name", QStringLiteral("studio")}, {"hosts", hosts}};
+    if (!m_knownHosts->text().trimmed().isEmpty())
+        cluster.insert("known_hosts", m_knownHosts->text().trimmed());
+    return cluster;
 }
 
 void HostsForm::setDeployAvailable(bool available, const QString &whyNot)

@@ -4,6 +4,7 @@
 #include <QList>
 #include <QWidget>
 
+class QLineEdit;
 class QPushButton;
 class QTableWidget;
 
@@ -27,6 +28,9 @@ public:
     // The cluster file (see app/core/cluster_spec.h) these hosts make.
     QJsonObject clusterJson() const;
     int rowOf(const QString &hostName) const;
+    // Where host keys are checked and recorded (empty: ~/.ssh/known_hosts).
+    void setKnownHostsFile(const QString &path);
+    void selectRow(int row);
     void setStatus(int row, Status status, const QString &message);
     Status status(int row) const;
     // Whether test and deploy are available in this build (and why not).
@@ -43,6 +47,7 @@ private:
     void updateButtons();
 
     QTableWidget *m_table;
+    QLineEdit *m_knownHosts;
     QPushButton *m_add, *m_edit, *m_remove, *m_import, *m_test, *m_deploy;
     QList<QJsonObject> m_hosts;
     QList<Status> m_status;

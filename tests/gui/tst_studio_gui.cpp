@@ -113,7 +113,9 @@ void TestStudioGui::screenshot(const QString &name)
 void TestStudioGui::setupFlowMarksInvalidFields()
 {
     m_window->showPage(ui::MainWindow::Page::Cluster);
-    QTest::mouseClick(child<QRadioButton>("modeLocal"), Qt::LeftButton);
+    auto *local = child<QRadioButton>("modeLocal");
+    QTest::mouseClick(local, Qt::LeftButton, {}, QPoint(8, local->height() / 2));  // on the indicator
+    QVERIFY(local->isChecked());
     typeInto(child<QSpinBox>("workers"), QStringLiteral("3"));
     auto *slowdown = child<QTableWidget>("slowdown");
     QCOMPARE(slowdown->rowCount(), 3);
