@@ -3,7 +3,6 @@
 #include <job_builder.h>
 
 #include <QHostAddress>
-#include <QJsonArray>
 #include <QTextStream>
 
 #include <termios.h>
@@ -64,13 +63,18 @@ bool ConsoleDeployer::applyTo(QJsonObject &overrides, QString *error) const
                      .arg(overrides.value("workers").toInt()).arg(hosts.size());
         return false;
     }
-    overrides.insert("workers", int(hosts.size()));
-    QJsonArray slowdown;
-    for (const core::ClusterHost &h : hosts)
-        slowdown.append(h.slowdown > 0 ? h.slowdown : 1.0);
-    const bool perHost = std::any_of(hosts.begin(), hosts.end(), [](const core::ClusterHost &h) { return h.slowdown > 0; });
-    if (perHost && !overrides.contains("slowdown"))
-        overrides.insert("slowdown", slowdown);
+    QJsonObject fromCluster = cluster().jobOverrides();
+    if (overrides.contains("emulation")) {  // emulation flags given: the hosts' link caps fill in only the links
+        QJsonObject emulation = overrides.value("emulation").toObject();
+        if (!emulation.contains("links") && fromCluster.contains("emulation.links"))
+            emulation.insert("links", fromCluster.value("emulation.links"));
+        overrides.insert("emulation", emulation);
+        fromCluster.remove("emulation.links");
+    }
+    for (auto it = fromCluster.begin(); it != fromCluster.end(); ++it) {
+        if (it.key() == QLatin1String("workers") || !overrides.contains(it.key()))
+            overrides.insert(it.key(), it.value());
+    }
     return true;
 }
 

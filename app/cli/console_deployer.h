@@ -19,8 +19,8 @@ public:
     // file, host and field.
     bool load(const QString &clusterFile, bool acceptNewHostKeys, bool quiet, QString *error);
 
-    // Sets what the cluster decides in the job overrides: one worker per host
-    // and the hosts' slowdown factors (a --slowdown flag still wins).
+    // Sets what the cluster decides in the job overrides (see
+    // ClusterSpec::jobOverrides); --slowdown and --links flags still win.
     bool applyTo(QJsonObject &overrides, QString *error) const;
     // The data-plane rendezvous port on rank 0's host: the cluster file's,
     // else a free one when that host is this machine, else 29500.

@@ -8,6 +8,7 @@
 #include <QRegularExpression>
 #include <QSet>
 
+#include <algorithm>
 #include <cmath>
 
 namespace dlion::core {
@@ -16,7 +17,11 @@ namespace {
 
 const QStringList kTopKeys = {"name", "known_hosts", "connect_timeout_s", "rendezvous_port", "agent_port", "hosts"};
 const QStringList kHostKeys = {"name", "address", "port", "user", "auth", "key_file", "work_dir",
-                               "listen", "agent_port", "agent_path", "slowdown", "password"};
+                               "listen", "agent_port", "agent_path", "slowdown", "link_mbps", "password"};
+
+// The engine's link matrix has no "uncapped" entry: links between hosts
+// without link_mbps get a cap no network here reaches.
+constexpr double kUncappedMbps = 100000;
 
 QString expandHome(const QString &path)
 {
@@ -111,6 +116,7 @@ std::optional<ClusterHost> readHost(const QJsonObject &o, int index, int default
     if (!h.agentPath.isEmpty() && !h.agentPath.startsWith('/'))
         f.fail("agent_path", QStringLiteral("must be an absolute path"));
     h.slowdown = f.number("slowdown", 0, 1, 1000, false);
+    h.linkMbps = f.number("link_mbps", 0, 0.01, 1e6, false);
     f.rejectUnknown(kHostKeys);
     if (!f.error().isEmpty()) {
         *error = f.error();
@@ -156,6 +162,32 @@ std::optional<ClusterSpec> ClusterSpec::fromJson(const QJsonObject &json, QStrin
         spec.hosts.append(*host);
     }
     return spec;
+}
+
+QJsonObject ClusterSpec::jobOverrides() const
+{
+    QJsonObject out{{"workers", int(hosts.size())}};
+    QJsonArray slowdown, links;
+    bool anySlowdown = false, anyLink = false;
+    for (const ClusterHost &a : hosts) {
+        anySlowdown |= a.slowdown > 0;
+        anyLink |= a.linkMbps > 0;
+        slowdown.append(a.slowdown > 0 ? a.slowdown : 1.0);
+        QJsonArray row;
+        for (const ClusterHost &b : hosts) {
+            const double ends[] = {a.linkMbps, b.linkMbps};
+            double cap = kUncappedMbps;
+            for (double e : ends)
+                cap = e > 0 ? std::min(cap, e) : cap;
+            row.append(&a == &b ? 0.0 : cap);
+        }
+        links.append(row);
+    }
+    if (anySlowdown)
+        out.insert("slowdown", slowdown);
+    if (anyLink)
+        out.insert("emulation.links", links);
+    return out;
 }
 
 std::optional<ClusterSpec> ClusterSpec::load(const QString &path, QString *error)

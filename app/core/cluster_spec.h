@@ -24,6 +24,7 @@ struct ClusterHost {
     int agentPort = 0;  // 0: the agent picks a free port and reports it
     QString agentPath;  // a dlion-agent already installed there (no upload)
     double slowdown = 0;  // per-host emulated compute slowdown (0: from the job)
+    double linkMbps = 0;  // per-host emulated cap on its links (0: from the job)
 };
 
 // A cluster file: the machines a real run deploys agents to. JSON or YAML,
@@ -36,7 +37,8 @@ struct ClusterHost {
 //   agent_port: 0                     # default for every host
 //   hosts:
 //     - {name: edge-1, address: 10.0.0.5, user: alice, auth: key,
-//        key_file: ~/.ssh/id_ed25519, work_dir: /tmp/dlion, slowdown: 2}
+//        key_file: ~/.ssh/id_ed25519, work_dir: /tmp/dlion, slowdown: 2,
+//        link_mbps: 20}
 //
 // Hosts become ranks in file order.
 struct ClusterSpec {
@@ -50,6 +52,12 @@ struct ClusterSpec {
     // `host "edge-2": field "port" must be ...` (`load` adds the file name).
     static std::optional<ClusterSpec> fromJson(const QJsonObject &json, QString *error);
     static std::optional<ClusterSpec> load(const QString &path, QString *error);
+
+    // What the cluster decides in a job, as job-file keys: "workers" (one
+    // per host), and where hosts set them "slowdown" (1 for the others) and
+    // "emulation.links" (a link is capped by the slower of its two ends;
+    // one between hosts without link_mbps by 100 Gbit/s, i.e. not at all).
+    QJsonObject jobOverrides() const;
 };
 
 } // namespace dlion::core

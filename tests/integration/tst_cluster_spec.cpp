@@ -14,6 +14,7 @@ class TestClusterSpec : public QObject {
     Q_OBJECT
 private Q_SLOTS:
     void yamlFileLoads();
+    void jobOverridesFollowTheHosts();
     void mistakesNameHostAndField_data();
     void mistakesNameHostAndField();
 };
@@ -49,6 +50,36 @@ void TestClusterSpec::yamlFileLoads()
     QCOMPARE(b.listen, QString("192.168.1.7"));
 }
 
+void TestClusterSpec::jobOverridesFollowTheHosts()
+{
+    auto host = [](const char *name, const QJsonObject &extra) {
+        QJsonObject o{{"name", name}, {"address", "h"}, {"user", "u"}, {"work_dir", "/w"}};
+        for (auto it = extra.begin(); it != extra.end(); ++it)
+            o.insert(it.key(), it.value());
+        return o;
+    };
+    QString error;
+    const auto plain = ClusterSpec::fromJson(QJsonObject{{"hosts", QJsonArray{host("a", {}), host("b", {})}}}, &error);
+    QVERIFY2(plain, qPrintable(error));
+    QCOMPARE(plain->jobOverrides(), (QJsonObject{{"workers", 2}}));
+
+    const auto shaped = ClusterSpec::fromJson(
+        QJsonObject{{"hosts", QJsonArray{host("a", {{"link_mbps", 40}}), host("b", {{"slowdown", 4}, {"link_mbps", 10}}),
+                                         host("c", {})}}},
+        &error);
+    QVERIFY2(shaped, qPrintable(error));
+    const QJsonObject o = shaped->jobOverrides();
+    QCOMPARE(o.value("workers").toInt(), 3);
+    QCOMPARE(o.value("slowdown").toArray(), (QJsonArray{1, 4, 1}));
+    // A link runs at its slower end.
+    QCOMPARE(o.value("emulation.links").toArray(),
+             (QJsonArray{QJsonArray{0, 10, 40}, QJsonArray{10, 0, 10}, QJsonArray{40, 10, 0}}));
+    const auto twoFree = ClusterSpec::fromJson(
+        QJsonObject{{"hosts", QJsonArray{host("a", {{"link_mbps", 40}}), host("b", {}), host("c", {})}}}, &error);
+    QVERIFY2(twoFree, qPrintable(error));
+    QCOMPARE(twoFree->jobOverrides().value("emulation.links").toArray().at(1).toArray().at(2).toDouble(), 100000.0);
+}
+
 void TestClusterSpec::mistakesNameHostAndField_data()
 {
     QTest::addColumn<QJsonObject>("host");
@@ -71,6 +102,7 @@ void TestClusterSpec::mistakesNameHostAndField_data()
     QTest::newRow("listen") << with("listen", "eth0") << "host \"edge-2\": field \"listen\" must be a numeric IP";
     QTest::newRow("name") << with("name", "a b") << "host \"a b\": field \"name\" may use only";
     QTest::newRow("typo") << with("adress", "x") << "host \"edge-2\": field \"adress\" is not a cluster field";
+    QTest::newRow("link_mbps") << with("link_mbps", -1) << "host \"edge-2\": field \"link_mbps\" must be a number from 0.01";
     QTest::newRow("slowdown") << with("slowdown", 0.5) << "host \"edge-2\": field \"slowdown\" must be a number from 1";
 }
 
