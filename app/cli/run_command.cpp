@@ -52,6 +52,7 @@ const FlagSpec kFlags[] = {
     {"target-accuracy", "budget.target_accuracy", "A", "Stop once test accuracy reaches A (0-1).", true},
     {"max-rounds", "budget.max_rounds", "N", "Stop after N rounds.", true},
     {"eval-interval", "eval_interval_s", "S", "Seconds between evaluations.", true},
+    {"eval-samples", "eval_samples", "N", "Test samples per evaluation, split over the workers.", true},
     {"seed", "seed", "S", "Random seed.", true},
     {"threads", "threads", "N", "Intra-op threads per worker.", true},
     {"device", "device", "D", "cpu or cuda.", false},
@@ -174,10 +175,11 @@ int RunCommand::exec(const QStringList &args)
                                     : isNumber                         ? QJsonValue(d)
                                                                        : QJsonValue(value));
     }
-    if (!emulation.isEmpty())
-        overrides.insert("emulation", emulation);
-    if (!options.isEmpty())
-        overrides.insert("strategy_options", options);
+    // Field by field, so a job file's other emulation settings and knobs stay.
+    for (auto it = emulation.begin(); it != emulation.end(); ++it)
+        overrides.insert("emulation." + it.key(), it.value());
+    for (auto it = options.begin(); it != options.end(); ++it)
+        overrides.insert("strategy_options." + it.key(), it.value());
     if (parser.isSet("cluster")) {
         m_remote = std::make_unique<ConsoleDeployer>();
         QString clusterError;

@@ -110,9 +110,15 @@ void TestLocalCluster::cliRunWritesSummaryAndRejectsBadFlags()
     const QString cli = qEnvironmentVariable("DLION_CLI");
     QVERIFY(!cli.isEmpty());
     QTemporaryDir out;
+    // Flags override the job file field by field: --links keeps its schedule.
+    const QString job = QDir(out.path()).filePath("job.yaml");
+    QFile jf(job);
+    QVERIFY(jf.open(QIODevice::WriteOnly));
+    jf.write("emulation:\n  schedule:\n    - {at_s: 1000, worker: 0, slowdown: 2}\n");
+    jf.close();
     QProcess p;
-    p.start(cli, {"run", "--workers", "2", "--dataset", "synthetic", "--model", "mlp", "--max-rounds", "60",
-                  "--out", out.path(), "--quiet"});
+    p.start(cli, {"run", "--config", job, "--links", "lan", "--workers", "2", "--dataset", "synthetic", "--model", "mlp",
+                  "--max-rounds", "60", "--out", out.path(), "--quiet"});
     QVERIFY(p.waitForFinished(120000));
     QCOMPARE(p.exitCode(), 0);
     QVERIFY(p.readAllStandardOutput().contains("summary.json"));
@@ -126,6 +132,9 @@ void TestLocalCluster::cliRunWritesSummaryAndRejectsBadFlags()
     QCOMPARE(s.value("rounds").toArray().size(), 2);
     QCOMPARE(s.value("rounds").toArray().at(0).toArray().size(), 60);
     QVERIFY(s.value("time_to_accuracy").toObject().contains("0.85"));
+    const QJsonObject emulation = s.value("job").toObject().value("emulation").toObject();
+    QCOMPARE(emulation.value("links").toString(), QString("lan"));
+    QCOMPARE(emulation.value("schedule").toArray().size(), 1);
 
     p.start(cli, {"run", "--strategy", "sgd", "--out", out.path()});
     QVERIFY(p.waitForFinished(30000));
