@@ -1,6 +1,6 @@
 #pragma once
 
-#include "qcp.h"
+#include <report_qcp.h>
 
 #include <functional>
 

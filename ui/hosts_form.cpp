@@ -1,11 +1,11 @@
 #include "hosts_form.h"
 
 #include "host_dialog.h"
+#include "read_only_table.h"
 #include "ssh_config_import.h"
 
 #include <QFileDialog>
 #include <QHBoxLayout>
-#include <QHeaderView>
 #include <QIcon>
 #include <QJsonArray>
 #include <QLabel>
@@ -32,7 +32,9 @@ QPushButton *button(const QString &icon, const QString &text, const QString &tip
 } // namespace
 
 HostsForm::HostsForm(QWidget *parent)
-    : QWidget(parent), m_table(new QTableWidget(0, Columns, this)), m_knownHosts(new QLineEdit(this)),
+    : QWidget(parent),
+      m_table(new ReadOnlyTable({tr("Status"), tr("Name"), tr("Address"), tr("Port"), tr("User"), tr("Login")}, this)),
+      m_knownHosts(new QLineEdit(this)),
       m_add(button("add", tr("&Add…"), tr("Add a machine"), this)),
       m_edit(button("edit", tr("&Edit…"), tr("Edit the selected machine"), this)),
       m_remove(button("remove", tr("&Remove"), tr("Remove the selected machine"), this)),
@@ -41,14 +43,6 @@ HostsForm::HostsForm(QWidget *parent)
       m_deploy(button("deploy", tr("&Deploy agents"), QString(), this))
 {
     m_table->setObjectName(QStringLiteral("hostsTable"));
-    m_table->setHorizontalHeaderLabels({tr("Status"), tr("Name"), tr("Address"), tr("Port"), tr("User"), tr("Login")});
-    m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
-    m_table->setSelectionMode(QAbstractItemView::SingleSelection);
-    m_table->setEditTriggers(QAbstractItemView::NoEditTriggers);
-    m_table->verticalHeader()->setVisible(false);
-    m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
-    m_table->horizontalHeader()->setStretchLastSection(true);
-    m_table->setAlternatingRowColors(true);
 
     auto *buttons = new QVBoxLayout;
     for (QPushButton *b : {m_add, m_edit, m_remove, m_import})

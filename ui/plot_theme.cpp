@@ -1,6 +1,6 @@
 #include "plot_theme.h"
 
-#include "qcp.h"
+#include <report_qcp.h>
 
 namespace dlion::ui {
 

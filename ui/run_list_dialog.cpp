@@ -1,9 +1,10 @@
 #include "run_list_dialog.h"
 
+#include "read_only_table.h"
+
 #include <run_store.h>
 
 #include <QDialogButtonBox>
-#include <QHeaderView>
 #include <QLabel>
 #include <QLineEdit>
 #include <QPushButton>
@@ -25,7 +26,10 @@ QTableWidgetItem *numberItem(const QString &text, double sortValue)
 } // namespace
 
 RunListDialog::RunListDialog(const QString &storePath, QWidget *parent)
-    : QDialog(parent), m_storePath(storePath), m_search(new QLineEdit(this)), m_table(new QTableWidget(this)),
+    : QDialog(parent), m_storePath(storePath), m_search(new QLineEdit(this)),
+      m_table(new ReadOnlyTable({tr("Run"), tr("Started"), tr("Status"), tr("Strategy"), tr("Model"), tr("Dataset"),
+                                 tr("Workers"), tr("Accuracy (%)"), tr("Training (s)"), tr("Samples/s"), tr("Merges")},
+                                this)),
       m_status(new QLabel(this))
 {
     setWindowTitle(tr("Runs"));
@@ -33,17 +37,6 @@ RunListDialog::RunListDialog(const QString &storePath, QWidget *parent)
     m_search->setPlaceholderText(tr("Search id, strategy, model, dataset, tags, notes…"));
     m_search->setClearButtonEnabled(true);
     m_table->setObjectName(QStringLiteral("runsTable"));
-    const QStringList headers = {tr("Run"), tr("Started"), tr("Status"), tr("Strategy"), tr("Model"), tr("Dataset"),
-                                 tr("Workers"), tr("Accuracy (%)"), tr("Training (s)"), tr("Samples/s"), tr("Merges")};
-    m_table->setColumnCount(int(headers.size()));
-    m_table->setHorizontalHeaderLabels(headers);
-    m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
-    m_table->setSelectionMode(QAbstractItemView::SingleSelection);
-    m_table->setEditTriggers(QAbstractItemView::NoEditTriggers);
-    m_table->verticalHeader()->setVisible(false);
-    m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
-    m_table->horizontalHeader()->setStretchLastSection(true);
-    m_table->setAlternatingRowColors(true);
     auto *buttons = new QDialogButtonBox(QDialogButtonBox::Close, this);
     connect(buttons, &QDialogButtonBox::rejected, this, &QDialog::reject);
     QPushButton *exportButton = buttons->addButton(tr("&Export report…"), QDialogButtonBox::ActionRole);
