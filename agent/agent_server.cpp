@@ -46,6 +46,11 @@ AgentServer::AgentServer(Options options, QObject *parent) : QObject(parent), m_
             m_controller->send(MessageType::Heartbeat, QCborMap{{"state", m_runner ? m_runner->state() : "idle"}});
     });
     m_heartbeatTimer.start();
+    m_idleTimer.setSingleShot(true);
+    connect(&m_idleTimer, &QTimer::timeout, this, [this] {
+        qCWarning(lcAgent) << "no job and no controller for" << m_options.idleExitS << "s; exiting";
+        Q_EMIT shutdownRequested();
+    });
     m_graceTimer.setSingleShot(true);
     connect(&m_graceTimer, &QTimer::timeout, this, [this] {
         if (m_runner && m_runner->isRunning()) {
@@ -57,10 +62,21 @@ AgentServer::AgentServer(Options options, QObject *parent) : QObject(parent), m_
 
 AgentServer::~AgentServer() = default;
 
+void AgentServer::updateIdleTimer()
+{
+    const bool idle = !m_controller && !(m_runner && m_runner->isRunning());
+    if (m_options.idleExitS > 0 && idle && !m_idleTimer.isActive())
+        m_idleTimer.start(m_options.idleExitS * 1000);
+    else if (!idle)
+        m_idleTimer.stop();
+}
+
 bool AgentServer::listen(QString *error)
 {
-    if (m_server.listen(m_options.address, m_options.port))
+    if (m_server.listen(m_options.address, m_options.port)) {
+        updateIdleTimer();
         return true;
+    }
     *error = QStringLiteral("cannot listen on %1:%2: %3")
                  .arg(m_options.address.toString())
                  .arg(m_options.port)
@@ -80,6 +96,7 @@ void AgentServer::onNewConnection()
             }
             m_controller = conn;
             m_graceTimer.stop();
+            updateIdleTimer();
             connect(conn, &FramedConnection::frameReceived, this, &AgentServer::onFrame);
             connect(conn, &FramedConnection::closed, this, &AgentServer::onControllerClosed);
             qCInfo(lcAgent).noquote() << "controller attached from" << conn->peerName();
@@ -97,6 +114,7 @@ void AgentServer::onControllerClosed()
     if (sender() != m_controller.data())
         return;
     m_controller.clear();
+    updateIdleTimer();
     if (m_runner && m_runner->isRunning()) {
         qCWarning(lcAgent) << "controller detached; waiting" << m_options.graceS << "s for it to reattach";
         m_graceTimer.start(m_options.graceS * 1000);
@@ -196,6 +214,7 @@ void AgentServer::sendError(const QString &message)
 void AgentServer::onJobFinished(bool ok, const QString &message, const engine::WorkerResult &result)
 {
     flushTelemetry();
+    updateIdleTimer();
     m_finished = QCborMap{{"ok", ok},
                           {"message", message},
                           {"rounds", result.rounds},

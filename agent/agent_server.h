@@ -29,6 +29,7 @@ public:
         quint16 port = 0;
         QByteArray secret;
         int graceS = 30;
+        int idleExitS = 0;  // exit after this long with no job and no controller (0 = never)
     };
 
     explicit AgentServer(Options options, QObject *parent = nullptr);
@@ -50,6 +51,7 @@ private:
     void sendStatus(const QString &message = {});
     void sendError(const QString &message);
     void onJobFinished(bool ok, const QString &message, const engine::WorkerResult &result);
+    void updateIdleTimer();
 
     Options m_options;
     QTcpServer m_server;
@@ -60,6 +62,7 @@ private:
     QTimer m_flushTimer;
     QTimer m_heartbeatTimer;
     QTimer m_graceTimer;
+    QTimer m_idleTimer;
     bool m_shutdownAfterJob = false;
 };
 

@@ -41,6 +41,7 @@ int main(int argc, char **argv)
     parser.addOption({"secret-file", "Read the run secret from FILE instead of $DLION_SECRET.", "FILE"});
     parser.addOption({"grace", "Seconds a job keeps training after its controller detaches.", "SECONDS", "30"});
     parser.addOption({"exit-with-parent", "Exit when the process that started this agent exits."});
+    parser.addOption({"idle-exit", "Exit after SECONDS with no job and no controller (0 = never).", "SECONDS", "0"});
     parser.process(app);
 
     if (parser.isSet("exit-with-parent")) {
@@ -65,6 +66,10 @@ int main(int argc, char **argv)
     options.graceS = parser.value("grace").toInt(&graceOk);
     if (!graceOk || options.graceS < 0)
         return fail(QStringLiteral("--grace must be a whole number of seconds"));
+    bool idleOk = false;
+    options.idleExitS = parser.value("idle-exit").toInt(&idleOk);
+    if (!idleOk || options.idleExitS < 0)
+        return fail(QStringLiteral("--idle-exit must be a whole number of seconds"));
 
     if (parser.isSet("secret-file")) {
         QFile f(parser.value("secret-file"));

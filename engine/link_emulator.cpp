@@ -27,11 +27,13 @@ std::vector<double> presetRates(const QString &name)
                       + "\"; use lan, lan-hetero, wan, wan-hetero, none or an N x N matrix of Mbit/s");
 }
 
-double positive(const QJsonValue &v, const char *field)
+double positive(const QJsonValue &v, const char *field, bool zeroAllowed = false)
 {
-    if (!v.isDouble() || !(v.toDouble() > 0) || !std::isfinite(v.toDouble()))
-        throw EngineError(std::string("field \"") + field + "\" must be a positive number");
-    return v.toDouble();
+    const double d = v.toDouble(-1);
+    if (!v.isDouble() || !std::isfinite(d) || d < 0 || (d == 0 && !zeroAllowed))
+        throw EngineError(std::string("field \"") + field + "\" must be a positive number"
+                          + (zeroAllowed ? " (0 = uncapped)" : ""));
+    return d;
 }
 
 } // namespace
@@ -58,7 +60,7 @@ LinkEmulator::LinkEmulator(const QJsonObject &emulation, int world)
                                   + std::to_string(world) + " entries");
             for (int j = 0; j < world; ++j) {
                 if (i != j)
-                    m_caps[std::size_t(i * world + j)] = positive(row[j], "emulation.links");
+                    m_caps[std::size_t(i * world + j)] = positive(row[j], "emulation.links", true);
             }
         }
     } else {

@@ -12,7 +12,7 @@ namespace dlion::engine {
 // latency, and a schedule that changes link caps or worker slowdowns at
 // given training times. Built from the job's "emulation" object:
 //
-//   links:      "lan" | "lan-hetero" | "wan" | "wan-hetero" | "none" | [[Mbit/s]] (N x N)
+//   links:      "lan" | "lan-hetero" | "wan" | "wan-hetero" | "none" | [[Mbit/s]] (N x N, 0 = uncapped)
 //   latency_ms: number (every link)
 //   schedule:   [{"at_s": T, "link": [I, J], "mbps": X},
 //                {"at_s": T, "worker": I, "slowdown": F}, ...]

@@ -20,6 +20,7 @@ private Q_SLOTS:
     void pauseAndResumeAreAgreedByAllWorkers();
     void missingDatasetFailsWithClearMessage();
     void cliRunWritesSummaryAndRejectsBadFlags();
+    void idleAgentExitsByItself();
     void agentsNeverOutliveTheCli_data();
     void agentsNeverOutliveTheCli();
 };
@@ -166,6 +167,26 @@ bool alive(qint64 pid)
     return f.open(QIODevice::ReadOnly) && !f.readAll().contains(") Z ");
 }
 } // namespace
+
+void TestLocalCluster::idleAgentExitsByItself()
+{
+    QProcess agent;
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.insert("DLION_SECRET", "0123456789abcdef0123456789abcdef");
+    agent.setProcessEnvironment(env);
+    agent.start(qEnvironmentVariable("DLION_AGENT"), {"--listen", "127.0.0.1:0", "--idle-exit", "1"});
+    QVERIFY(agent.waitForStarted());
+    QVERIFY(agent.waitForFinished(20000));
+    QCOMPARE(agent.exitStatus(), QProcess::NormalExit);
+    QCOMPARE(agent.exitCode(), 0);
+    QVERIFY(agent.readAllStandardOutput().contains("listening on 127.0.0.1:"));
+    QProcess bad;
+    bad.setProcessEnvironment(env);
+    bad.start(qEnvironmentVariable("DLION_AGENT"), {"--idle-exit", "soon"});
+    QVERIFY(bad.waitForFinished(10000));
+    QCOMPARE(bad.exitCode(), 2);
+    QVERIFY(bad.readAllStandardError().contains("--idle-exit"));
+}
 
 void TestLocalCluster::agentsNeverOutliveTheCli_data()
 {

@@ -186,6 +186,9 @@ void TestDlionMath::linkPresetsMatricesAndSchedules()
     QCOMPARE(e.capMbps(0, 1, 4.9), 100.0);
     QCOMPARE(e.capMbps(0, 1, 5.0), 1.0);
     QCOMPARE(e.capMbps(1, 0, 9), 50.0);
+    LinkEmulator partly(QJsonObject{{"links", QJsonArray{QJsonArray{0, 0}, QJsonArray{10, 0}}}}, 2);
+    QCOMPARE(partly.transferSeconds(0, 1, 1e6, 0), 0.0);  // 0 in a matrix: uncapped
+    QVERIFY(partly.capped());
     double f = 0;
     QVERIFY(!e.scheduledSlowdown(1, -1, 2.9, &f));
     QVERIFY(e.scheduledSlowdown(1, 2.9, 3.1, &f));
