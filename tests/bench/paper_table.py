@@ -6,7 +6,8 @@ Fashion-MNIST, LeNet-5, 4 workers with compute slowdown 1/1/2/4 and
 heterogeneous WAN links (40/20/10 Mbit/s); iid and Dirichlet(0.3) partitions;
 every strategy with the same seed and the same wall-clock budget. Also the
 DLion ablation (each technique off in turn) and a run where worker 0 slows
-down 4x a third of the way in. Prints one JSON object (results = the run
+down 4x a third of the way in, and all-reduce given 4x the budget to reach
+85% (iid), so the speedup to 85% is measured, not bounded. Prints one JSON object (results = the run
 summaries without per-round series, plus comparisons against the targets)
 followed by a markdown table. --quick: iid only, short budget (~3 min).
 Usage: tests/bench/paper_table.py [--quick] [--seconds S]"""
@@ -65,6 +66,7 @@ def main():
         for strategy in STRATEGIES:
             rows.append(run(strategy, strategy, part, seconds))
     if not a.quick:
+        rows.append(run("allreduce, 4x budget, to 85%", "allreduce", "iid", seconds * 4, ["--target-accuracy", "0.85"]))
         for knob in ("wdb", "prioritized", "dkt"):
             rows.append(run(f"dlion without {knob}", "dlion", "iid", seconds, ["--option", f"{knob}=false"]))
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as job:
@@ -81,10 +83,12 @@ def main():
     for part in partitions:
         by = {r["strategy"]: r for r in rows if r["partition"] == part and r["label"] == r["strategy"]}
         d = by["dlion"]
+        longer = [r for r in rows if r["partition"] == part and r["label"].startswith("allreduce, 4x budget")]
+        reference = longer[0] if longer else by["allreduce"]
         best_base_acc = max(by[b]["final_accuracy"] for b in BASELINES)
         checks[part] = {
-            "speedup_to_85_vs_allreduce": speedup(by["allreduce"], d, "0.85"),
-            "speedup_to_80_vs_allreduce": speedup(by["allreduce"], d, "0.80"),
+            "speedup_to_85_vs_allreduce": speedup(reference, d, "0.85"),
+            "speedup_to_80_vs_allreduce": speedup(reference, d, "0.80"),
             "faster_to_85_than": {b: speedup(by[b], d, "0.85") for b in BASELINES},
             "accuracy_at_budget": d["final_accuracy"],
             "best_baseline_accuracy_at_budget": best_base_acc,
