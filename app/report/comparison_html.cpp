@@ -20,7 +20,8 @@ bool writeComparisonHtml(const Comparison &c, const QString &path, QString *erro
     QString h = QStringLiteral(
                     "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"/><title>DLion run comparison</title>"
                     "<style>body { font-family: \"DejaVu Sans\", Helvetica, Arial, sans-serif; font-size: 14px; max-width: 1100px; margin: 24px auto; }"
-                    " table { border-collapse: collapse; font-size: 13px; } th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: right; }"
+                    " table { border-collapse: collapse; font-size: 13px; } th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: right; white-space: nowrap; }"
+                    " td:first-child, th:first-child { text-align: left; }"
                     " th { background: #f4f4f4; } img { max-width: 100%; } .dim { color: #666; }</style></head><body>\n"
                     "<h1>Run comparison</h1>\n<section id=\"curves\"><h2>Accuracy vs time</h2>"
                     "<img alt=\"accuracy vs time\" src=\"data:image/png;base64,%1\"/></section>\n"

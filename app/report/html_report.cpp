@@ -25,7 +25,7 @@ img { max-width: 100%; height: auto; border: 1px solid #eee; }
 table { border-collapse: collapse; margin: 6px 0; font-size: 13px; }
 table.kv th { text-align: left; font-weight: 600; padding: 3px 16px 3px 0; vertical-align: top; white-space: nowrap; }
 table.kv td { padding: 3px 0; word-break: break-all; }
-table.grid th, table.grid td { border: 1px solid #ddd; padding: 3px 8px; text-align: right; }
+table.grid th, table.grid td { border: 1px solid #ddd; padding: 3px 8px; text-align: right; white-space: nowrap; }
 table.grid th { background: #f4f4f4; }
 .empty { color: #666; font-style: italic; }
 footer { margin-top: 40px; color: #888; font-size: 12px; }
