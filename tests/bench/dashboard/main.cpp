@@ -2,7 +2,7 @@
 // and measures each replot (pulling new telemetry into the plots and
 // painting them), plus the process's resident memory. Prints one JSON object.
 #include <dashboard.h>
-#include <qcp.h>
+#include <report_qcp.h>
 
 #include <QApplication>
 #include <QCommandLineParser>
