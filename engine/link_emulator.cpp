@@ -2,6 +2,8 @@
 
 #include "engine_error.h"
 
+#include <link_presets.h>
+
 #include <QJsonArray>
 
 #include <algorithm>
@@ -11,18 +13,11 @@ namespace dlion::engine {
 
 namespace {
 
-std::vector<double> presetRates(const QString &name)
+QList<double> presetRates(const QString &name)
 {
-    if (name == QLatin1String("lan"))
-        return {800};
-    if (name == QLatin1String("lan-hetero"))
-        return {800, 400, 200};
-    if (name == QLatin1String("wan"))
-        return {40};
-    if (name == QLatin1String("wan-hetero"))
-        return {40, 20, 10};
-    if (name == QLatin1String("none"))
-        return {LinkEmulator::kUncapped};
+    const QList<double> rates = protocol::linkPresetRates(name);
+    if (!rates.isEmpty())
+        return rates;
     throw EngineError("field \"emulation.links\" is \"" + name.toStdString()
                       + "\"; use lan, lan-hetero, wan, wan-hetero, none or an N x N matrix of Mbit/s");
 }
@@ -43,10 +38,10 @@ LinkEmulator::LinkEmulator(const QJsonObject &emulation, int world)
 {
     const QJsonValue links = emulation.value("links");
     if (links.isString() || links.isUndefined()) {
-        const std::vector<double> rates = presetRates(links.isUndefined() ? QStringLiteral("none") : links.toString());
+        const QList<double> rates = presetRates(links.isUndefined() ? QStringLiteral("none") : links.toString());
         for (int i = 0; i < world; ++i) {
             for (int j = 0; j < world; ++j)
-                m_caps[std::size_t(i * world + j)] = i == j ? kUncapped : rates[std::size_t((i + j) % int(rates.size()))];
+                m_caps[std::size_t(i * world + j)] = protocol::linkPresetCap(rates, i, j);
         }
     } else if (links.isArray()) {
         const QJsonArray rows = links.toArray();

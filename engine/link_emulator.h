@@ -17,9 +17,8 @@ namespace dlion::engine {
 //   schedule:   [{"at_s": T, "link": [I, J], "mbps": X},
 //                {"at_s": T, "worker": I, "slowdown": F}, ...]
 //
-// Heterogeneous presets assign the rates 800/400/200 (LAN) or 40/20/10
-// (WAN) to the link between i and j by (i + j) mod 3, symmetric. "none" (the
-// default) leaves links uncapped. Thread-safe.
+// Presets are those of protocol/link_presets.h; "none" (the default) leaves
+// links uncapped. Thread-safe.
 class LinkEmulator {
 public:
     static constexpr double kUncapped = 0;

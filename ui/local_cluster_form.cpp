@@ -2,6 +2,8 @@
 
 #include "field_marker.h"
 
+#include <link_presets.h>
+
 #include <QComboBox>
 #include <QFormLayout>
 #include <QHeaderView>
@@ -108,19 +110,6 @@ void LocalClusterForm::setLinkPreset(const QString &preset)
         m_preset->setCurrentIndex(i);
 }
 
-QList<double> LocalClusterForm::presetRates(const QString &preset)
-{
-    if (preset == QLatin1String("lan"))
-        return {800};
-    if (preset == QLatin1String("lan-hetero"))
-        return {800, 400, 200};
-    if (preset == QLatin1String("wan"))
-        return {40};
-    if (preset == QLatin1String("wan-hetero"))
-        return {40, 20, 10};
-    return {0};
-}
-
 void LocalClusterForm::resizeTables()
 {
     const int n = workers();
@@ -164,12 +153,12 @@ void LocalClusterForm::fillPreset()
     const QString preset = linkPreset();
     if (preset == QLatin1String("custom"))
         return;
-    const QList<double> rates = presetRates(preset);
+    const QList<double> rates = protocol::linkPresetRates(preset);
     const int n = workers();
     m_filling = true;
     for (int i = 0; i < n; ++i) {
         for (int j = 0; j < n; ++j) {
-            const double cap = rates[(i + j) % rates.size()];
+            const double cap = protocol::linkPresetCap(rates, i, j);
             auto *item = new QTableWidgetItem(i == j ? QString() : cap > 0 ? QString::number(cap) : tr("∞"));
             if (i == j)
                 item->setFlags(Qt::NoItemFlags);
@@ -198,11 +187,11 @@ QList<QList<double>> LocalClusterForm::capMatrix() const
     const int n = workers();
     QList<QList<double>> caps(n, QList<double>(n, 0));
     const QString preset = linkPreset();
+    const QList<double> rates = protocol::linkPresetRates(preset);
     for (int i = 0; i < n; ++i) {
         for (int j = 0; j < n; ++j) {
             if (i != j)
-                caps[i][j] = preset == QLatin1String("custom") ? cellValue(m_matrix, i, j)
-                                                               : presetRates(preset)[(i + j) % presetRates(preset).size()];
+                caps[i][j] = preset == QLatin1String("custom") ? cellValue(m_matrix, i, j) : protocol::linkPresetCap(rates, i, j);
         }
     }
     return caps;

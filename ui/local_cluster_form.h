@@ -42,7 +42,6 @@ Q_SIGNALS:
 private:
     void resizeTables();
     void fillPreset();
-    static QList<double> presetRates(const QString &preset);
 
     QSpinBox *m_workers;
     QTableWidget *m_slowdown;

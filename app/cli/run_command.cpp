@@ -1,6 +1,7 @@
 #include "run_command.h"
 
 #include <handshake.h>
+#include <link_presets.h>
 
 #include <QCommandLineParser>
 #include <QCoreApplication>
@@ -61,7 +62,7 @@ const FlagSpec kFlags[] = {
 // --links: a preset name, or a file holding an N x N matrix of Mbit/s.
 bool parseLinks(const QString &value, QJsonObject *emulation)
 {
-    static const QStringList presets = {"lan", "lan-hetero", "wan", "wan-hetero", "none"};
+    const QStringList &presets = protocol::linkPresetNames();
     if (presets.contains(value)) {
         emulation->insert("links", value);
         return true;

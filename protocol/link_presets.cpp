@@ -1,0 +1,31 @@
+#include "link_presets.h"
+
+namespace dlion::protocol {
+
+const QStringList &linkPresetNames()
+{
+    static const QStringList names = {"lan", "lan-hetero", "wan", "wan-hetero", "none"};
+    return names;
+}
+
+QList<double> linkPresetRates(const QString &name)
+{
+    if (name == QLatin1String("lan"))
+        return {800};
+    if (name == QLatin1String("lan-hetero"))
+        return {800, 400, 200};
+    if (name == QLatin1String("wan"))
+        return {40};
+    if (name == QLatin1String("wan-hetero"))
+        return {40, 20, 10};
+    if (name == QLatin1String("none"))
+        return {0};
+    return {};
+}
+
+double linkPresetCap(const QList<double> &rates, int from, int to)
+{
+    return from == to || rates.isEmpty() ? 0 : rates[(from + to) % rates.size()];
+}
+
+} // namespace dlion::protocol
