@@ -104,26 +104,26 @@ void Comm::Request::wait() const
     }
 }
 
-Comm::Request Comm::isend(torch::Tensor &t, int dst, int tag)
+template <typename Start>
+Comm::Request Comm::request(torch::Tensor &t, Start start)
 {
     Request r;
     r.m_timeout = m_timeout;
     if (m_group) {
         std::vector<torch::Tensor> v{t};
-        r.m_work = share(m_group->send(v, dst, tag));
+        r.m_work = share(start(v));
     }
     return r;
 }
 
+Comm::Request Comm::isend(torch::Tensor &t, int dst, int tag)
+{
+    return request(t, [&](std::vector<torch::Tensor> &v) { return m_group->send(v, dst, tag); });
+}
+
 Comm::Request Comm::irecv(torch::Tensor &t, int src, int tag)
 {
-    Request r;
-    r.m_timeout = m_timeout;
-    if (m_group) {
-        std::vector<torch::Tensor> v{t};
-        r.m_work = share(m_group->recv(v, src, tag));
-    }
-    return r;
+    return request(t, [&](std::vector<torch::Tensor> &v) { return m_group->recv(v, src, tag); });
 }
 
 void Comm::recv(torch::Tensor &t, int src, int tag)

@@ -56,6 +56,9 @@ public:
     Request irecv(torch::Tensor &t, int src, int tag);
 
 private:
+    template <typename Start>
+    Request request(torch::Tensor &t, Start start);
+
     int m_rank;
     int m_world;
     std::chrono::milliseconds m_timeout;

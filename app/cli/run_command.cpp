@@ -1,5 +1,7 @@
 #include "run_command.h"
 
+#include "store_access.h"
+
 #include <handshake.h>
 #include <link_presets.h>
 
@@ -18,17 +20,8 @@ namespace dlion::cli {
 
 namespace {
 
-QTextStream &out()
-{
-    static QTextStream s(stdout);
-    return s;
-}
-
-QTextStream &err()
-{
-    static QTextStream s(stderr);
-    return s;
-}
+QTextStream &out() { return stdOut(); }
+QTextStream &err() { return stdErr(); }
 
 // Command-line flags and the job-file keys they override.
 struct FlagSpec {
