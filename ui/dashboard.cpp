@@ -21,6 +21,7 @@ constexpr int kMaxLegendWorkers = 8;
 
 Dashboard::Dashboard(QWidget *parent)
     : QWidget(parent), m_share(new ShareBarsPlot(this)),
+      m_shareHistory(new TimeSeriesPlot(tr("Batch share over time"), tr("share of global batch (%)"), this)),
       m_rate(new TimeSeriesPlot(tr("Compute rate"), tr("samples/s"), this)),
       m_accuracy(new TimeSeriesPlot(tr("Test accuracy"), tr("accuracy (%)"), this)),
       m_loss(new TimeSeriesPlot(tr("Training loss"), tr("cross-entropy loss"), this)),
@@ -30,11 +31,13 @@ Dashboard::Dashboard(QWidget *parent)
 {
     m_accuracy->setFixedValueRange(0, 103);  // headroom: a curve at 100 % stays visible
     m_sent->setFixedValueRange(0, 105);
+    m_shareHistory->setFixedValueRange(0, 105);
     m_fraction->setDataRange(0, 100);
     m_accuracy->setToolTip(tr("Each worker's replica on its test shard, the best worker and all shards together. "
                               "Dashed lines mark merges (direct knowledge transfer)."));
     m_loss->setToolTip(tr("Training loss per worker; dashed lines mark merges."));
     m_rate->setToolTip(tr("Measured compute rate per worker, including its emulated slowdown"));
+    m_shareHistory->setToolTip(tr("Each worker's share of the global batch: weighted dynamic batching follows its speed"));
     m_sent->setToolTip(tr("Mean fraction of the gradient each worker sends to its peers per round"));
     m_bandwidth->setCellText([this](int from, int to) { return linkText(from, to); });
     m_fraction->setCellText([this](int from, int to) { return linkText(from, to); });
@@ -43,8 +46,9 @@ Dashboard::Dashboard(QWidget *parent)
     grid->setContentsMargins(0, 0, 0, 0);
     grid->setSpacing(6);
     grid->addWidget(m_share, 0, 0);
-    grid->addWidget(m_rate, 0, 1);
-    grid->addWidget(m_accuracy, 0, 2, 1, 2);
+    grid->addWidget(m_shareHistory, 0, 1);
+    grid->addWidget(m_rate, 0, 2);
+    grid->addWidget(m_accuracy, 0, 3);
     grid->addWidget(m_bandwidth, 1, 0);
     grid->addWidget(m_fraction, 1, 1);
     grid->addWidget(m_sent, 1, 2);
@@ -111,11 +115,12 @@ void Dashboard::rebuild()
     m_share->setWorkers(n);
     m_bandwidth->setSize(n);
     m_fraction->setSize(n);
-    for (TimeSeriesPlot *p : {m_rate, m_accuracy, m_loss, m_sent})
+    for (TimeSeriesPlot *p : timeSeriesPlots())
         p->clearSeries();
     for (int w = 0; w < n; ++w) {
         const QPen pen(PlotTheme::workerColor(w, n), n > 16 ? 1.0 : 1.6);
         const QString name = tr("worker %1").arg(w);
+        m_shareHistory->addSeries(&m_model.series(Metric::Share, w), name, pen, legend, legend);
         m_rate->addSeries(&m_model.series(Metric::Rate, w), name, pen, legend, legend);
         m_loss->addSeries(&m_model.series(Metric::Loss, w), name, pen, legend, legend);
         m_sent->addSeries(&m_model.series(Metric::FractionSent, w), name, pen, legend, legend);
@@ -150,7 +155,7 @@ int Dashboard::refresh()
         dirty.append(m_bandwidth);
     if (m_fraction->setValues([this](int i, int j) { return 100.0 * m_model.linkFraction(i, j); }))
         dirty.append(m_fraction);
-    for (TimeSeriesPlot *p : {m_rate, m_accuracy, m_loss, m_sent}) {
+    for (TimeSeriesPlot *p : timeSeriesPlots()) {
         if (p->sync())
             dirty.append(p);
     }
@@ -167,7 +172,10 @@ int Dashboard::refresh()
 
 qsizetype Dashboard::pointCount() const
 {
-    return m_rate->pointCount() + m_accuracy->pointCount() + m_loss->pointCount() + m_sent->pointCount();
+    qsizetype n = 0;
+    for (const TimeSeriesPlot *p : timeSeriesPlots())
+        n += p->pointCount();
+    return n;
 }
 
 int Dashboard::mergeMarkerCount() const
@@ -177,7 +185,12 @@ int Dashboard::mergeMarkerCount() const
 
 QList<QCustomPlot *> Dashboard::plots() const
 {
-    return {m_share, m_rate, m_accuracy, m_bandwidth, m_fraction, m_sent, m_loss};
+    return {m_share, m_shareHistory, m_rate, m_accuracy, m_bandwidth, m_fraction, m_sent, m_loss};
+}
+
+QList<TimeSeriesPlot *> Dashboard::timeSeriesPlots() const
+{
+    return {m_shareHistory, m_rate, m_accuracy, m_loss, m_sent};
 }
 
 void Dashboard::applyTheme()

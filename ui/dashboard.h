@@ -49,6 +49,7 @@ public:
     qsizetype pointCount() const;
     int mergeMarkerCount() const;
     QList<QCustomPlot *> plots() const;
+    QList<TimeSeriesPlot *> timeSeriesPlots() const;
     const HeatmapPlot *bandwidthMap() const { return m_bandwidth; }
 
 Q_SIGNALS:
@@ -72,6 +73,7 @@ private:
     int m_hz = 30;
 
     ShareBarsPlot *m_share;
+    TimeSeriesPlot *m_shareHistory;
     TimeSeriesPlot *m_rate;
     TimeSeriesPlot *m_accuracy;
     TimeSeriesPlot *m_loss;
