@@ -57,25 +57,30 @@ RemoteAgent::Setup Deployer::setupFor(const QString &host)
     s.agentProgram = m_agentProgram;
     s.knownHosts = m_cluster.knownHosts;
     s.timeoutS = m_cluster.connectTimeoutS;
-    // These run on the host's thread; signals reach the receivers queued.
-    s.progress = [this, host](const QString &stage, const QString &message) { Q_EMIT hostProgress(host, stage, message); };
-    s.acceptKey = [this, host](const QString &fingerprint) {
+    // These run on the host's thread. Signals are emitted on the deployer's
+    // own thread, so every receiver (a QSignalSpy too) sees them in order
+    // and never concurrently.
+    auto post = [this](auto emitter) { QMetaObject::invokeMethod(this, emitter, Qt::QueuedConnection); };
+    s.progress = [this, host, post](const QString &stage, const QString &message) {
+        post([this, host, stage, message] { Q_EMIT hostProgress(host, stage, message); });
+    };
+    s.acceptKey = [this, host, post](const QString &fingerprint) {
         if (m_policy != HostKeyPolicy::Ask) {
             const bool accept = m_policy == HostKeyPolicy::AcceptNew;
-            Q_EMIT hostProgress(host, QStringLiteral("host-key"),
-                                QStringLiteral("%1 new host key %2").arg(accept ? "accepting" : "refusing", fingerprint));
+            const QString message = QStringLiteral("%1 new host key %2").arg(accept ? "accepting" : "refusing", fingerprint);
+            post([this, host, message] { Q_EMIT hostProgress(host, QStringLiteral("host-key"), message); });
             return accept;
         }
-        Q_EMIT hostKeyUnknown(host, fingerprint);
+        post([this, host, fingerprint] { Q_EMIT hostKeyUnknown(host, fingerprint); });
         return awaitAnswer("key:" + host) == QStringLiteral("yes");
     };
-    s.password = [this, host]() -> std::optional<QByteArray> {
+    s.password = [this, host, post]() -> std::optional<QByteArray> {
         {
             std::lock_guard lock(m_mutex);
             if (m_passwords.contains(host))
                 return m_passwords.value(host);
         }
-        Q_EMIT passwordRequested(host);
+        post([this, host] { Q_EMIT passwordRequested(host); });
         const std::optional<QString> pw = awaitAnswer("pw:" + host);
         if (!pw || pw->isEmpty())
             return std::nullopt;
