@@ -267,7 +267,7 @@ void RunCommand::printProgress(bool force)
         perWorker << QStringLiteral("w%1 %2/s b%3 loss %4").arg(w).arg(r->rate, 0, 'f', 0).arg(r->batch).arg(r->loss, 0, 'f', 3);
     }
     if (rate > 0)
-        line += QStringLiteral(" | %1 samples/s").arg(rate, 0, 'f', 0);
+        line += QStringLiteral(" | compute %1 samples/s").arg(rate, 0, 'f', 0);  // sum of compute-only rates
     out() << line << " | " << perWorker.join(" | ") << "\n";
     out().flush();
 }
