@@ -64,12 +64,9 @@ void RunController::startLocal(const core::JobRequest &request)
     });
     prepareRecording(QJsonObject{{"kind", "local"}, {"workers", request.workers}, {"emulation", request.spec.emulation}});
     connect(m_cluster.get(), &core::LocalCluster::ready, this, [this] {
-        QList<core::AgentEndpoint> endpoints;
-        for (quint16 port : m_cluster->ports())
-            endpoints.append({QStringLiteral("127.0.0.1"), port});
-        m_session.start(m_request.spec, endpoints, m_secret, QStringLiteral("127.0.0.1"), core::pickFreePort());
+        m_session.start(m_request.spec, m_cluster->endpoints(), m_secret, core::LocalCluster::kHost, core::pickFreePort());
         setPhase(Phase::Running);
-        Q_EMIT runStarted(int(endpoints.size()));
+        Q_EMIT runStarted(m_cluster->size());
     });
     setPhase(Phase::StartingAgents);
     Q_EMIT message(tr("Starting %1 local agents…").arg(request.workers));

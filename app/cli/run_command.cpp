@@ -241,10 +241,7 @@ int RunCommand::exec(const QStringList &args)
 
 void RunCommand::onClusterReady()
 {
-    QList<core::AgentEndpoint> endpoints;
-    for (quint16 port : m_cluster.ports())
-        endpoints.append({QStringLiteral("127.0.0.1"), port});
-    m_session.start(m_request.spec, endpoints, m_secret, QStringLiteral("127.0.0.1"), core::pickFreePort());
+    m_session.start(m_request.spec, m_cluster.endpoints(), m_secret, core::LocalCluster::kHost, core::pickFreePort());
 }
 
 void RunCommand::printProgress(bool force)

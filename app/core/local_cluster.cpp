@@ -61,7 +61,7 @@ void LocalCluster::start(int workers, const QByteArray &secret, int startTimeout
             Q_EMIT agentExited(i, code);
         });
         m_procs.append(p);
-        p->start(program, {QStringLiteral("--listen"), QStringLiteral("127.0.0.1:0"), QStringLiteral("--exit-with-parent"),
+        p->start(program, {QStringLiteral("--listen"), QString::fromLatin1(kHost) + QStringLiteral(":0"), QStringLiteral("--exit-with-parent"),
                            QStringLiteral("--grace"), QStringLiteral("0")});
     }
     m_startTimer.start(startTimeoutMs);
@@ -92,6 +92,14 @@ void LocalCluster::onOutput(int worker)
         m_startTimer.stop();
         Q_EMIT ready();
     }
+}
+
+QList<AgentEndpoint> LocalCluster::endpoints() const
+{
+    QList<AgentEndpoint> out;
+    for (quint16 port : m_ports)
+        out.append({QString::fromLatin1(kHost), port});
+    return out;
 }
 
 qint64 LocalCluster::pid(int worker) const

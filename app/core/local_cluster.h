@@ -1,5 +1,7 @@
 #pragma once
 
+#include "agent_endpoint.h"
+
 #include <QList>
 #include <QObject>
 #include <QProcess>
@@ -27,7 +29,10 @@ public:
     void start(int workers, const QByteArray &secret, int startTimeoutMs = 30000);
     void shutdown(int graceMs = 3000);
 
-    QList<quint16> ports() const { return m_ports; }
+    // The address agents listen on; it also hosts the rendezvous.
+    static constexpr const char *kHost = "127.0.0.1";
+
+    QList<AgentEndpoint> endpoints() const;
     int size() const { return int(m_procs.size()); }
     qint64 pid(int worker) const;
     // Kills one agent (SIGKILL): for tests of worker loss.

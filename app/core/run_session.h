@@ -1,17 +1,13 @@
 #pragma once
 
 #include "agent_connection.h"
+#include "agent_endpoint.h"
 #include "run_data.h"
 
 #include <QList>
 #include <QObject>
 
 namespace dlion::core {
-
-struct AgentEndpoint {
-    QString host;
-    quint16 port = 0;
-};
 
 // One distributed training run driven from the control center.
 //

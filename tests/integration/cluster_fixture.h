@@ -28,14 +28,11 @@ struct LocalRun {
         cluster->start(workers, secret);
         if (!ready.wait(timeoutMs))
             return false;
-        QList<core::AgentEndpoint> endpoints;
-        for (quint16 port : cluster->ports())
-            endpoints.append({QStringLiteral("127.0.0.1"), port});
         QObject::connect(session.get(), &core::RunSession::finished, session.get(), [this](bool o, const QString &m) {
             ok = o;
             message = m;
         });
-        session->start(job, endpoints, secret, QStringLiteral("127.0.0.1"), core::pickFreePort());
+        session->start(job, cluster->endpoints(), secret, core::LocalCluster::kHost, core::pickFreePort());
         return true;
     }
 
