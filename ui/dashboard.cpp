@@ -178,6 +178,14 @@ qsizetype Dashboard::pointCount() const
     return n;
 }
 
+qsizetype Dashboard::heldPointCount() const
+{
+    qsizetype n = 0;
+    for (const TimeSeriesPlot *p : timeSeriesPlots())
+        n += p->heldPointCount();
+    return n;
+}
+
 int Dashboard::mergeMarkerCount() const
 {
     return m_accuracy->eventMarkerCount();

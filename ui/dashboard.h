@@ -47,6 +47,7 @@ public:
     int refresh();
 
     qsizetype pointCount() const;
+    qsizetype heldPointCount() const;
     int mergeMarkerCount() const;
     QList<QCustomPlot *> plots() const;
     QList<TimeSeriesPlot *> timeSeriesPlots() const;

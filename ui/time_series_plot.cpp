@@ -96,9 +96,18 @@ bool TimeSeriesPlot::syncBinding(Binding &b)
         values.append(s.y(local));
         m_maxValue = qMax(m_maxValue, s.y(local));
     }
-    b.graph->addData(keys, values, true);
-    if (!s.isEmpty())
-        b.graph->data()->removeBefore(s.x(0));
+    // Keys need not be monotonic (evaluations of several workers share a
+    // series), so let QCustomPlot sort them.
+    b.graph->addData(keys, values, false);
+    if (s.firstIndex() > b.first && !s.isEmpty()) {
+        // The series dropped its oldest points: drop them from the graph too,
+        // keeping everything at or after the oldest key still held.
+        double oldest = s.x(0);
+        for (qsizetype i = 1; i < s.size(); ++i)
+            oldest = qMin(oldest, s.x(i));
+        b.graph->data()->removeBefore(oldest);
+    }
+    b.first = s.firstIndex();
     b.seen = s.total();
     return true;
 }
@@ -152,6 +161,14 @@ void TimeSeriesPlot::updateRanges()
         xAxis->setRange(lo, qMax(hi, lo + kMinWindowS));
     if (!m_fixedRange)
         yAxis->setRange(0, m_maxValue > 0 ? m_maxValue * 1.08 : 1);
+}
+
+qsizetype TimeSeriesPlot::heldPointCount() const
+{
+    qsizetype n = 0;
+    for (const Binding &b : m_bindings)
+        n += b.series->size();
+    return n;
 }
 
 qsizetype TimeSeriesPlot::pointCount() const

@@ -28,6 +28,8 @@ public:
     // Returns true when anything changed.
     bool sync();
     qsizetype pointCount() const;
+    // Points the bound series hold now (what a full redraw shows).
+    qsizetype heldPointCount() const;
     int eventMarkerCount() const { return int(m_markers.size()); }
 
 private:
@@ -35,6 +37,7 @@ private:
         const core::BoundedSeries *series;
         QCPGraph *graph;
         qint64 seen = 0;
+        qint64 first = 0;  // the series' firstIndex() at the last sync
     };
     bool syncBinding(Binding &b);
     void syncEvents();

@@ -270,7 +270,10 @@ void TestStudioGui::darkPaletteRethemesThePlots()
     const qsizetype points = dash->pointCount();
     qApp->setPalette(dark);
     QTRY_COMPARE_WITH_TIMEOUT(dash->plots().first()->xAxis->basePen().color(), QColor(225, 225, 225), 5000);
-    QTRY_COMPARE_WITH_TIMEOUT(dash->pointCount(), points, 5000);  // the curves are redrawn, not lost
+    // The curves are redrawn from the model, point for point, and none is lost
+    // (telemetry still in flight when `points` was read may add a few).
+    QTRY_COMPARE_WITH_TIMEOUT(dash->pointCount(), dash->heldPointCount(), 5000);
+    QVERIFY(dash->pointCount() >= points);
     m_window->showPage(ui::MainWindow::Page::Dashboard);
     screenshot(QStringLiteral("dashboard-dark"));
     qApp->setPalette(light);
