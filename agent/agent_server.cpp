@@ -183,8 +183,22 @@ void AgentServer::handleCommand(const QCborMap &body)
         w.setSlowdown(body.value("value").toDouble());
     else if (cmd == QLatin1String("set_link_cap") && body.value("peer").isInteger() && body.value("mbps").toDouble(-1) >= 0)
         w.setLinkCap(int(body.value("peer").toInteger()), body.value("mbps").toDouble());
+    else if (cmd == QLatin1String("regroup"))
+        regroup(body.value("plan").toMap());
     else
         sendError(QStringLiteral("unknown or malformed command \"%1\"").arg(cmd));
+}
+
+void AgentServer::regroup(const QCborMap &planBody)
+{
+    QString why;
+    const auto plan = protocol::GroupPlan::fromJson(planBody.toJsonObject(), m_runner->spec().world, &why);
+    if (!plan)
+        return sendError(QStringLiteral("malformed regroup plan: %1").arg(why));
+    if (!plan->members.contains(m_runner->spec().rank))
+        return sendError(QStringLiteral("regroup plan for generation %1 does not include this worker").arg(plan->generation));
+    qCInfo(lcAgent) << "regrouping: generation" << plan->generation << "with workers" << plan->members;
+    m_runner->worker().requestRegroup(*plan);
 }
 
 void AgentServer::flushTelemetry()

@@ -47,6 +47,7 @@ private:
     void onControllerClosed();
     void startJob(const QCborMap &body);
     void handleCommand(const QCborMap &body);
+    void regroup(const QCborMap &planBody);
     void flushTelemetry();
     void sendStatus(const QString &message = {});
     void sendError(const QString &message);

@@ -24,6 +24,7 @@ public:
     void start();
     bool isRunning() const { return m_running; }
     engine::Worker &worker() { return *m_worker; }
+    const protocol::JobSpec &spec() const { return m_spec; }
     protocol::TelemetryBatch takeTelemetry();
     QString state() const;
 

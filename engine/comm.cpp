@@ -5,6 +5,8 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <mutex>
+
 namespace dlion::engine {
 
 namespace {
@@ -13,18 +15,31 @@ struct Group {
     c10::intrusive_ptr<c10d::ProcessGroupGloo> pg;
 };
 
-void waitOn(const c10::intrusive_ptr<c10d::Work> &work, std::chrono::milliseconds timeout, const char *what)
+// c10d hands out intrusive pointers; a shared_ptr that owns one keeps the
+// header free of c10 types.
+std::shared_ptr<c10d::Work> share(c10::intrusive_ptr<c10d::Work> work)
 {
-    try {
-        work->wait(timeout);
-    } catch (const std::exception &e) {
-        throw EngineError(std::string(what) + " failed: a peer worker is unreachable or stopped (" + e.what() + ")");
-    }
+    c10d::Work *raw = work.get();
+    return std::shared_ptr<c10d::Work>(raw, [keep = std::move(work)](c10d::Work *) mutable { keep.reset(); });
+}
+
+GroupBrokenError broken(const char *what, const std::string &why)
+{
+    return GroupBrokenError(std::string(what) + " failed: a peer worker is unreachable or stopped (" + why + ")");
 }
 } // namespace
 
-Comm::Comm(const Options &o) : m_rank(o.rank), m_world(o.world), m_timeout(o.timeout)
+// Shared with Requests so an abort reaches whichever wait is in progress.
+struct Comm::State {
+    std::chrono::milliseconds timeout{0};
+    std::mutex mutex;
+    bool aborted = false;
+    c10d::Work *waitingP2p = nullptr;  // Gloo can abort only point-to-point work
+};
+
+Comm::Comm(const Options &o) : m_rank(o.rank), m_world(o.world), m_state(std::make_shared<State>())
 {
+    m_state->timeout = o.timeout;
     if (m_world == 1)
         return;
     auto group = std::make_shared<Group>();
@@ -42,9 +57,9 @@ Comm::Comm(const Options &o) : m_rank(o.rank), m_world(o.world), m_timeout(o.tim
         opts->threads = 1;
         group->pg = c10::make_intrusive<c10d::ProcessGroupGloo>(group->store, o.rank, o.world, opts);
     } catch (const std::exception &e) {
-        throw EngineError("rendezvous at " + o.rendezvousHost + ":" + std::to_string(o.rendezvousPort) + " as rank "
-                          + std::to_string(o.rank) + " of " + std::to_string(o.world)
-                          + " failed: check that every worker can reach it (" + e.what() + ")");
+        throw GroupBrokenError("rendezvous at " + o.rendezvousHost + ":" + std::to_string(o.rendezvousPort) + " as rank "
+                               + std::to_string(o.rank) + " of " + std::to_string(o.world)
+                               + " failed: check that every worker can reach it (" + e.what() + ")");
     }
     m_group = group->pg.get();
     m_keepAlive = group;
@@ -52,12 +67,56 @@ Comm::Comm(const Options &o) : m_rank(o.rank), m_world(o.world), m_timeout(o.tim
 
 Comm::~Comm() = default;
 
+void Comm::abort()
+{
+    std::lock_guard lock(m_state->mutex);
+    m_state->aborted = true;
+    if (m_state->waitingP2p)
+        m_state->waitingP2p->abort();
+}
+
+std::thread Comm::release()
+{
+    abort();
+    m_group = nullptr;
+    return std::thread([keep = std::move(m_keepAlive)]() mutable { keep.reset(); });
+}
+
+// Collectives run on Gloo's thread; waiting in slices lets an abort end
+// the wait without touching the operation.
+void Comm::waitCollective(const std::shared_ptr<c10d::Work> &work, const char *what)
+{
+    using Clock = std::chrono::steady_clock;
+    const auto deadline = Clock::now() + m_state->timeout;
+    for (;;) {
+        try {
+            work->wait(std::chrono::milliseconds(50));
+            return;
+        } catch (const std::exception &) {
+            // Either the slice ran out or the work failed; a completed work
+            // tells which by waiting once more.
+            if (work->isCompleted()) {
+                try {
+                    work->wait();
+                    return;
+                } catch (const std::exception &e) {
+                    throw broken(what, e.what());
+                }
+            }
+        }
+        if (std::lock_guard lock(m_state->mutex); m_state->aborted)
+            throw GroupBrokenError(std::string(what) + " abandoned: the group is re-forming");
+        if (Clock::now() >= deadline)
+            throw broken(what, "timed out after " + std::to_string(m_state->timeout.count() / 1000) + " s");
+    }
+}
+
 void Comm::allreduceSum(torch::Tensor &t)
 {
     if (!m_group)
         return;
     std::vector<torch::Tensor> v{t};
-    waitOn(m_group->allreduce(v), m_timeout, "all-reduce");
+    waitCollective(share(m_group->allreduce(v)), "all-reduce");
 }
 
 void Comm::broadcast(torch::Tensor &t, int root)
@@ -67,48 +126,39 @@ void Comm::broadcast(torch::Tensor &t, int root)
     std::vector<torch::Tensor> v{t};
     c10d::BroadcastOptions bo;
     bo.rootRank = root;
-    waitOn(m_group->broadcast(v, bo), m_timeout, "broadcast");
+    waitCollective(share(m_group->broadcast(v, bo)), "broadcast");
 }
 
-void Comm::send(torch::Tensor &t, int dst, int tag)
-{
-    if (!m_group)
-        return;
-    std::vector<torch::Tensor> v{t};
-    waitOn(m_group->send(v, dst, tag), m_timeout, "send");
-}
-
-namespace {
-// c10d hands out intrusive pointers; a shared_ptr that owns one keeps the
-// header free of c10 types.
-std::shared_ptr<c10d::Work> share(c10::intrusive_ptr<c10d::Work> work)
-{
-    c10d::Work *raw = work.get();
-    return std::shared_ptr<c10d::Work>(raw, [keep = std::move(work)](c10d::Work *) mutable { keep.reset(); });
-}
-} // namespace
-
-bool Comm::Request::done() const
-{
-    return !m_work || m_work->isCompleted();
-}
-
+// Point-to-point work waits in Gloo itself (a timed-out wait poisons the
+// whole context, so no slicing); abort() reaches it through State.
 void Comm::Request::wait() const
 {
     if (!m_work)
         return;
-    try {
-        m_work->wait(m_timeout);
-    } catch (const std::exception &e) {
-        throw EngineError(std::string("point-to-point transfer failed: a peer worker is unreachable or stopped (") + e.what() + ")");
+    {
+        std::lock_guard lock(m_state->mutex);
+        if (m_state->aborted)
+            throw GroupBrokenError("point-to-point transfer abandoned: the group is re-forming");
+        m_state->waitingP2p = m_work.get();
     }
+    bool completed = false;
+    std::string why = "aborted: the group is re-forming";
+    try {
+        completed = m_work->wait(m_state->timeout);
+    } catch (const std::exception &e) {
+        why = e.what();
+    }
+    std::lock_guard lock(m_state->mutex);
+    m_state->waitingP2p = nullptr;
+    if (!completed)
+        throw broken("point-to-point transfer", why);
 }
 
 template <typename Start>
 Comm::Request Comm::request(torch::Tensor &t, Start start)
 {
     Request r;
-    r.m_timeout = m_timeout;
+    r.m_state = m_state;
     if (m_group) {
         std::vector<torch::Tensor> v{t};
         r.m_work = share(start(v));
@@ -124,14 +174,6 @@ Comm::Request Comm::isend(torch::Tensor &t, int dst, int tag)
 Comm::Request Comm::irecv(torch::Tensor &t, int src, int tag)
 {
     return request(t, [&](std::vector<torch::Tensor> &v) { return m_group->recv(v, src, tag); });
-}
-
-void Comm::recv(torch::Tensor &t, int src, int tag)
-{
-    if (!m_group)
-        return;
-    std::vector<torch::Tensor> v{t};
-    waitOn(m_group->recv(v, src, tag), m_timeout, "receive");
 }
 
 } // namespace dlion::engine

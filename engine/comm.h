@@ -5,6 +5,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 
 namespace c10d {
 class ProcessGroupGloo;
@@ -15,8 +16,9 @@ namespace dlion::engine {
 
 // The data plane between workers: a c10d ProcessGroupGloo joined through a
 // TCPStore rendezvous that rank 0 hosts. Every operation is bounded by the
-// timeout; a lost peer surfaces as an EngineError, never as a hang. With a
-// world of 1 every collective is a no-op.
+// timeout, and abort() ends any wait early; a lost peer surfaces as a
+// GroupBrokenError, never as a hang. With a world of 1 every collective is
+// a no-op.
 class Comm {
 public:
     struct Options {
@@ -34,23 +36,29 @@ public:
     int rank() const { return m_rank; }
     int world() const { return m_world; }
 
+    // Thread-safe: makes the current and every later wait throw
+    // GroupBrokenError, so a worker stuck on a dead peer can regroup.
+    void abort();
+    // Hands the group to a thread that destroys it: Gloo joins its threads
+    // only when their operations end, which for a broken group means its
+    // own timeout. Join the thread before the process exits.
+    std::thread release();
+
     void allreduceSum(torch::Tensor &t);
     void broadcast(torch::Tensor &t, int root);
-    // Point-to-point; `tag` must match on both ends.
-    void send(torch::Tensor &t, int dst, int tag);
-    void recv(torch::Tensor &t, int src, int tag);
 
-    // Non-blocking point-to-point. The tensor must stay alive until the
-    // request completes.
+    struct State;
+
+    // Non-blocking point-to-point; `tag` must match on both ends. The tensor
+    // must stay alive until the request completes.
     class Request {
     public:
         Request() = default;
-        bool done() const;
-        void wait() const;  // throws EngineError after the timeout
+        void wait() const;  // throws GroupBrokenError after the timeout or an abort
     private:
         friend class Comm;
         std::shared_ptr<c10d::Work> m_work;
-        std::chrono::milliseconds m_timeout{0};
+        std::shared_ptr<State> m_state;
     };
     Request isend(torch::Tensor &t, int dst, int tag);
     Request irecv(torch::Tensor &t, int src, int tag);
@@ -58,10 +66,11 @@ public:
 private:
     template <typename Start>
     Request request(torch::Tensor &t, Start start);
+    void waitCollective(const std::shared_ptr<c10d::Work> &work, const char *what);
 
     int m_rank;
     int m_world;
-    std::chrono::milliseconds m_timeout;
+    std::shared_ptr<State> m_state;
     std::shared_ptr<void> m_keepAlive;  // store + group (c10 intrusive pointers)
     c10d::ProcessGroupGloo *m_group = nullptr;
 };

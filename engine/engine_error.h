@@ -12,4 +12,11 @@ public:
     explicit EngineError(const std::string &message) : std::runtime_error(message) {}
 };
 
+// The group a collective or transfer ran in broke: a peer died, timed out,
+// or the group is being re-formed. The worker can regroup and go on.
+class GroupBrokenError : public EngineError {
+public:
+    using EngineError::EngineError;
+};
+
 } // namespace dlion::engine

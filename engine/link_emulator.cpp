@@ -102,11 +102,21 @@ bool LinkEmulator::capped() const
         || std::any_of(m_schedule.begin(), m_schedule.end(), [](const Event &e) { return e.from >= 0; });
 }
 
+void LinkEmulator::setGroup(std::vector<int> members)
+{
+    std::lock_guard lock(m_mutex);
+    m_members = std::move(members);
+}
+
 double LinkEmulator::capMbps(int from, int to, double t) const
 {
     if (from == to)
         return kUncapped;
     std::lock_guard lock(m_mutex);
+    if (!m_members.empty()) {
+        from = m_members.at(std::size_t(from));
+        to = m_members.at(std::size_t(to));
+    }
     const std::size_t k = std::size_t(from * m_world + to);
     if (m_overrides[k] >= 0)
         return m_overrides[k];

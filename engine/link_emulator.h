@@ -28,7 +28,11 @@ public:
 
     int world() const { return m_world; }
     bool capped() const;
-    // Cap of link i -> j at training time t (0 = uncapped).
+    // The current group: members[rank] is that rank's worker id. Links are
+    // emulated between workers, so capMbps() and transferSeconds() take
+    // ranks of the current group; setCap() and the schedule take worker ids.
+    void setGroup(std::vector<int> members);
+    // Cap of link i -> j (ranks) at training time t (0 = uncapped).
     double capMbps(int from, int to, double t) const;
     double latencyS() const { return m_latencyS; }
     // Seconds to push `bytes` over link i -> j at time t (0 when uncapped).
@@ -53,6 +57,7 @@ private:
     std::vector<double> m_caps;       // world x world, Mbit/s
     std::vector<Event> m_schedule;    // sorted by time
     std::vector<double> m_overrides;  // world x world, < 0 = none
+    std::vector<int> m_members;       // rank -> worker id
     mutable std::mutex m_mutex;
 };
 

@@ -93,9 +93,7 @@ Trainer::Trainer(const protocol::JobSpec &spec) : m_spec(spec), m_rng(spec.seed 
     torch::manual_seed(spec.seed);
     m_model = makeModel(spec.model.toStdString(), train.channels, train.height, train.width, train.classes);
     flatten(*m_model, &m_params, &m_grad);
-    m_optimizer = std::make_unique<torch::optim::SGD>(
-        m_model->parameters(),
-        torch::optim::SGDOptions(spec.lr).momentum(spec.momentum).weight_decay(spec.weightDecay));
+    m_momentum = torch::zeros_like(m_params);
     m_cursor = m_trainX.size(0);  // the first batch shuffles
 }
 
@@ -136,9 +134,12 @@ void Trainer::step()
         const QStringList parts = m_spec.lrSchedule.split(':');
         lr *= std::pow(parts[2].toDouble(), double(m_round / parts[1].toLongLong()));
     }
-    for (auto &group : m_optimizer->param_groups())
-        static_cast<torch::optim::SGDOptions &>(group.options()).lr(lr);
-    m_optimizer->step();
+    // torch::optim::SGD's update (no dampening, no Nesterov) on flat buffers.
+    torch::NoGradGuard noGrad;
+    torch::Tensor d = m_spec.weightDecay > 0 ? m_grad.add(m_params, m_spec.weightDecay) : m_grad;
+    if (m_spec.momentum > 0)
+        d = m_momentum.mul_(m_spec.momentum).add_(d);
+    m_params.add_(d, -lr);
     ++m_round;
 }
 

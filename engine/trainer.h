@@ -4,7 +4,7 @@
 
 #include <job_spec.h>
 
-#include <torch/optim/sgd.h>
+#include <torch/types.h>
 
 #include <cstdint>
 #include <memory>
@@ -24,7 +24,8 @@ struct EvalResult {
 //
 // Parameters and gradients each live in one flat buffer (the modules'
 // tensors are views into it), so strategies communicate and merge whole
-// models without copies.
+// models without copies. SGD keeps its momentum in a third flat buffer, so
+// a joining worker or a checkpoint takes the whole optimizer state too.
 class Trainer {
 public:
     // Loads the dataset, keeps partition `rank` of `world` and a test shard.
@@ -44,12 +45,14 @@ public:
 
     torch::Tensor &flatParams() { return m_params; }
     torch::Tensor &flatGrad() { return m_grad; }
+    torch::Tensor &flatMomentum() { return m_momentum; }
     std::int64_t parameterCount() const { return m_params.numel(); }
     // FNV-1a over the parameter bytes: equal digests mean identical replicas.
     std::uint64_t parameterDigest() const;
     std::int64_t localTrainSize() const { return m_trainX.size(0); }
     std::int64_t globalTrainSize() const { return m_globalTrainSize; }
     std::int64_t round() const { return m_round; }
+    void setRound(std::int64_t round) { m_round = round; }  // the lr schedule's clock
     Model &model() { return *m_model; }
 
 private:
@@ -58,8 +61,7 @@ private:
 
     protocol::JobSpec m_spec;
     std::shared_ptr<Model> m_model;
-    std::unique_ptr<torch::optim::SGD> m_optimizer;
-    torch::Tensor m_params, m_grad;
+    torch::Tensor m_params, m_grad, m_momentum;
     torch::Tensor m_trainX, m_trainY, m_testX, m_testY, m_heldX, m_heldY;
     torch::Tensor m_order;
     std::int64_t m_cursor = 0;

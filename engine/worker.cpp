@@ -11,6 +11,7 @@
 
 #include <torch/utils.h>
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -24,11 +25,27 @@ using Clock = std::chrono::steady_clock;
 
 double secondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
+// How long a worker whose group broke waits for the controller's next plan.
+// The controller notices a dead agent at once (its connection drops) or
+// after its heartbeat timeout (15 s).
+constexpr auto kPlanWait = std::chrono::seconds(30);
+
+// Per-peer vectors come indexed by rank; telemetry indexes them by worker id.
+void toWorkerIds(std::vector<double> &v, const QList<int> &members, int world)
+{
+    if (v.empty())
+        return;
+    std::vector<double> out(std::size_t(world), 0.0);
+    for (std::size_t r = 0; r < v.size() && r < std::size_t(members.size()); ++r)
+        out[std::size_t(members[qsizetype(r)])] = v[r];
+    v = std::move(out);
+}
+
 // The per-round agreement: each worker writes its slot, a sum all-reduce
 // gives everyone every slot. Flags are agreed when any worker raises them.
 class ControlExchange {
 public:
-    enum Slot { Rate, Samples, Stop, Pause, Merge, Eval, SlotCount };
+    enum Slot { Rate, Samples, Stop, Pause, Merge, Eval, Regroup, SlotCount };
 
     explicit ControlExchange(Comm &comm)
         : m_comm(comm), m_stride(SlotCount + comm.world()), m_buf(torch::zeros({comm.world() * m_stride}, torch::kDouble))
@@ -79,13 +96,36 @@ private:
 
 } // namespace
 
+// What carries over from one group generation to the next.
+struct Worker::Progress {
+    WorkerResult result;
+    RateMeter meter;
+    Clock::time_point start = Clock::now();
+    double offsetS = 0;  // training time adopted from a group's source
+    double pausedS = 0;
+    double lastEvalT = 0;
+    double lastScheduleT = -1;
+    double elapsed() const { return offsetS + secondsSince(start) - pausedS; }
+    void adopt(double elapsedS)
+    {
+        start = Clock::now();
+        pausedS = 0;
+        offsetS = elapsedS;
+    }
+};
+
 Worker::Worker(protocol::JobSpec spec, std::string localHost, WorkerHooks hooks)
     : m_spec(std::move(spec)), m_localHost(std::move(localHost)), m_hooks(std::move(hooks))
 {
     m_slowdown = m_spec.slowdownFor(m_spec.rank);
+    m_plan = m_spec.initialGroup();
 }
 
-Worker::~Worker() = default;
+Worker::~Worker()
+{
+    for (auto &t : m_released)
+        t.join();
+}
 
 void Worker::setLinkCap(int peer, double mbps)
 {
@@ -93,47 +133,161 @@ void Worker::setLinkCap(int peer, double mbps)
     m_pendingCaps.emplace_back(peer, mbps);
 }
 
+void Worker::requestRegroup(const protocol::GroupPlan &plan)
+{
+    std::lock_guard lock(m_groupMutex);
+    if (plan.generation <= m_plan.generation || (m_nextPlan && plan.generation <= m_nextPlan->generation))
+        return;
+    m_nextPlan = plan;
+    const bool dropsMember = std::any_of(m_plan.members.begin(), m_plan.members.end(),
+                                         [&](int w) { return !plan.members.contains(w); });
+    if (dropsMember && m_comm)
+        m_comm->abort();
+    else
+        m_regroupPending = true;
+    m_planArrived.notify_all();
+}
+
+void Worker::setState(const char *s)
+{
+    if (m_hooks.state)
+        m_hooks.state(QString::fromLatin1(s));
+}
+
+std::optional<protocol::GroupPlan> Worker::awaitPlan(const std::string &why)
+{
+    std::unique_lock lock(m_groupMutex);
+    const auto deadline = Clock::now() + kPlanWait;
+    while (!m_nextPlan && !m_stop) {
+        if (m_planArrived.wait_until(lock, std::min(deadline, Clock::now() + std::chrono::milliseconds(200)))
+                == std::cv_status::timeout
+            && Clock::now() >= deadline)
+            throw EngineError(why + "; no new group was formed within "
+                              + std::to_string(std::chrono::seconds(kPlanWait).count())
+                              + " s (is the control center attached?)");
+    }
+    if (m_stop)
+        return std::nullopt;
+    m_plan = *m_nextPlan;
+    m_nextPlan.reset();
+    m_regroupPending = false;
+    return m_plan;
+}
+
+void Worker::retire(std::unique_ptr<Comm> comm)
+{
+    if (!comm)
+        return;
+    {
+        std::lock_guard lock(m_groupMutex);
+        m_comm = nullptr;
+    }
+    m_released.push_back(comm->release());
+}
+
+std::unique_ptr<Comm> Worker::joinGroup(const protocol::GroupPlan &plan, Trainer &trainer, LinkEmulator &emulator,
+                                        Progress &progress)
+{
+    setState("rendezvous");
+    Comm::Options co;
+    co.rendezvousHost = plan.rendezvousHost.toStdString();
+    co.rendezvousPort = plan.rendezvousPort;
+    co.localHost = m_localHost;
+    co.rank = plan.rankOf(m_spec.rank);
+    co.world = int(plan.members.size());
+    co.timeout = std::chrono::milliseconds(qint64(m_spec.strategyOptions.value("timeout_s").toDouble(60) * 1000));
+    auto comm = std::make_unique<Comm>(co);
+    {
+        std::lock_guard lock(m_groupMutex);
+        m_comm = comm.get();
+        if (m_nextPlan)  // a plan that arrived during the rendezvous supersedes it
+            comm->abort();
+    }
+    emulator.setGroup(std::vector<int>(plan.members.begin(), plan.members.end()));
+    // Every member starts from the source's replica and progress: identical
+    // replicas at the start, the best one's after a regroup.
+    const int source = plan.rankOf(plan.source);
+    comm->broadcast(trainer.flatParams(), source);
+    comm->broadcast(trainer.flatMomentum(), source);
+    auto shared = torch::tensor({double(progress.result.rounds), progress.elapsed(), progress.lastEvalT}, torch::kDouble);
+    comm->broadcast(shared, source);
+    progress.result.rounds = qint64(shared[0].item<double>());
+    trainer.setRound(progress.result.rounds);
+    progress.adopt(shared[1].item<double>());
+    progress.lastEvalT = shared[2].item<double>();
+    if (plan.generation > 0)
+        qCInfo(lcEngine) << "worker" << m_spec.rank << "joined group generation" << plan.generation << "as rank"
+                         << co.rank << "of" << co.world;
+    return comm;
+}
+
 WorkerResult Worker::run()
 {
-    auto state = [this](const char *s) {
-        if (m_hooks.state)
-            m_hooks.state(QString::fromLatin1(s));
-    };
-    const int rank = m_spec.rank;
-    const int world = m_spec.world;
     torch::set_num_threads(m_spec.threads);
     if (m_spec.device != QLatin1String("cpu"))
         throw EngineError("device \"" + m_spec.device.toStdString() + "\" is not available: this build of the engine "
                           "uses a CPU-only LibTorch");
 
-    LinkEmulator emulator(m_spec.emulation, world);
-    state("loading");
+    LinkEmulator emulator(m_spec.emulation, m_spec.world);
+    setState("loading");
     Trainer trainer(m_spec);
-    qCInfo(lcEngine) << "worker" << rank << "holds" << trainer.localTrainSize() << "training samples,"
+    qCInfo(lcEngine) << "worker" << m_spec.rank << "holds" << trainer.localTrainSize() << "training samples,"
                      << trainer.parameterCount() << "parameters";
 
-    state("rendezvous");
-    Comm::Options co;
-    co.rendezvousHost = m_spec.rendezvousHost.toStdString();
-    co.rendezvousPort = m_spec.rendezvousPort;
-    co.localHost = m_localHost;
-    co.rank = rank;
-    co.world = world;
-    co.timeout = std::chrono::milliseconds(qint64(m_spec.strategyOptions.value("timeout_s").toDouble(60) * 1000));
-    Comm comm(co);
-    comm.broadcast(trainer.flatParams(), 0);  // identical replicas whatever each initialised
+    Progress progress;
+    protocol::GroupPlan plan = m_plan;
+    // One pass per group generation; each further pass needs a new plan
+    // from the controller within kPlanWait, or the worker gives up.
+    for (;;) {
+        std::unique_ptr<Comm> comm;
+        std::string why = "the group was re-formed";
+        try {
+            comm = joinGroup(plan, trainer, emulator, progress);
+            if (train(*comm, trainer, emulator, progress) == GroupEnd::Finished)
+                break;
+        } catch (const GroupBrokenError &e) {
+            why = e.what();
+            qCWarning(lcEngine).noquote() << "worker" << m_spec.rank << "lost its group:" << QString::fromStdString(why);
+        }
+        retire(std::move(comm));
+        setState("regrouping");
+        const auto next = awaitPlan(why);
+        if (!next) {
+            // Stopped while no group exists: report this replica alone.
+            const EvalResult local = trainer.evaluate();
+            auto &e = progress.result.finalEval;
+            e.worker = m_spec.rank;
+            e.round = progress.result.rounds;
+            e.t = progress.elapsed();
+            e.accuracy = e.globalAccuracy = local.accuracy();
+            e.loss = e.globalLoss = local.loss();
+            e.samples = int(local.count);
+            e.final = true;
+            e.primary = true;
+            if (m_hooks.eval)
+                m_hooks.eval(e);
+            break;
+        }
+        plan = *next;
+    }
+    progress.result.stoppedByRequest = m_stop;
+    progress.result.seconds = progress.elapsed();
+    qCInfo(lcEngine) << "worker" << m_spec.rank << "finished after" << progress.result.rounds << "rounds, accuracy"
+                     << progress.result.finalEval.globalAccuracy;
+    return progress.result;
+}
+
+Worker::GroupEnd Worker::train(Comm &comm, Trainer &trainer, LinkEmulator &emulator, Progress &progress)
+{
+    const int id = m_spec.rank;
+    const int rank = comm.rank();
+    const int world = comm.world();
+    const QList<int> members = m_plan.members;
     auto strategy = makeStrategy(m_spec, trainer, comm, emulator);
     ControlExchange control(comm);
-
-    state("running");
-    const auto start = Clock::now();
-    double pausedS = 0;
-    auto elapsed = [&] { return secondsSince(start) - pausedS; };
-    RateMeter meter;
-    WorkerResult result;
-    double lastEvalT = 0;
-    double lastScheduleT = -1;
+    WorkerResult &result = progress.result;
     const auto &budget = m_spec.budget;
+    auto elapsed = [&] { return progress.elapsed(); };
 
     auto evaluate = [&](bool final) {
         const EvalResult local = trainer.evaluate();
@@ -141,7 +295,7 @@ WorkerResult Worker::run()
         comm.allreduceSum(sums);
         const auto *s = sums.data_ptr<double>();
         protocol::EvalRecord e;
-        e.worker = rank;
+        e.worker = id;
         e.round = result.rounds;
         e.t = elapsed();
         e.accuracy = local.accuracy();
@@ -150,16 +304,18 @@ WorkerResult Worker::run()
         e.globalLoss = s[1] > 0 ? s[2] / s[1] : 0;
         e.samples = int(s[1]);
         e.final = final;
+        e.primary = rank == 0;
         return e;
     };
 
     auto exchangeControl = [&] {
         double mine[ControlExchange::SlotCount] = {};
-        mine[ControlExchange::Rate] = meter.rate();
+        mine[ControlExchange::Rate] = progress.meter.rate();
         mine[ControlExchange::Samples] = double(result.samples);
         mine[ControlExchange::Stop] = m_stop ? 1 : 0;
         mine[ControlExchange::Pause] = m_pause ? 1 : 0;
         mine[ControlExchange::Merge] = m_merge.exchange(false) ? 1 : 0;
+        mine[ControlExchange::Regroup] = m_regroupPending ? 1 : 0;
         if (rank == 0) {
             const double t = elapsed();
             const bool spent = (budget.seconds > 0 && t >= budget.seconds)
@@ -167,30 +323,44 @@ WorkerResult Worker::run()
                 || (budget.epochs > 0 && control.sum(ControlExchange::Samples) >= budget.epochs * double(trainer.globalTrainSize()));
             if (spent)
                 mine[ControlExchange::Stop] = 1;
-            mine[ControlExchange::Eval] = t - lastEvalT >= m_spec.evalIntervalS ? 1 : 0;
+            mine[ControlExchange::Eval] = t - progress.lastEvalT >= m_spec.evalIntervalS ? 1 : 0;
         }
         control.exchange(mine, strategy->incomingBandwidth());
     };
 
+    // Merge events name workers by id.
+    auto emitMerge = [&](const protocol::MergeEvent &m) {
+        if (!m_hooks.merge)
+            return;
+        protocol::MergeEvent byId = m;
+        byId.from = members.value(m.from, m.from);
+        byId.to = members.value(m.to, m.to);
+        m_hooks.merge(byId);
+    };
+
+    setState("running");
     // Bounded by the budget, which the job spec guarantees is set.
     for (;;) {
         exchangeControl();
         if (control.any(ControlExchange::Stop))
             break;
+        if (control.any(ControlExchange::Regroup))
+            return GroupEnd::Regroup;
         if (control.any(ControlExchange::Pause)) {
-            state("paused");
+            setState("paused");
             const auto pauseStart = Clock::now();
-            while (control.any(ControlExchange::Pause) && !control.any(ControlExchange::Stop)) {
+            while (control.any(ControlExchange::Pause) && !control.any(ControlExchange::Stop)
+                   && !control.any(ControlExchange::Regroup)) {
                 std::this_thread::sleep_for(std::chrono::milliseconds(100));
                 exchangeControl();
             }
-            pausedS += secondsSince(pauseStart);
-            state("running");
+            progress.pausedS += secondsSince(pauseStart);
+            setState("running");
             continue;
         }
         if (control.at(0, ControlExchange::Eval) > 0) {
             protocol::EvalRecord e = evaluate(false);
-            lastEvalT = elapsed();
+            progress.lastEvalT = elapsed();
             // Every worker sees the same global accuracy: stop together,
             // before another step moves the model away from it.
             e.final = budget.targetAccuracy > 0 && e.globalAccuracy >= budget.targetAccuracy;
@@ -198,30 +368,30 @@ WorkerResult Worker::run()
                 m_hooks.eval(e);
             if (e.final) {
                 result.finalEval = e;
-                break;
+                return GroupEnd::Finished;
             }
         }
 
         {
             std::lock_guard lock(m_capMutex);
             for (const auto &[peer, mbps] : m_pendingCaps)
-                emulator.setCap(rank, peer, mbps);
+                emulator.setCap(id, peer, mbps);
             m_pendingCaps.clear();
         }
         double scheduled = 1;
-        if (emulator.scheduledSlowdown(rank, lastScheduleT, elapsed(), &scheduled))
+        if (emulator.scheduledSlowdown(id, progress.lastScheduleT, elapsed(), &scheduled))
             m_slowdown = scheduled;
-        lastScheduleT = elapsed();
+        progress.lastScheduleT = elapsed();
 
         protocol::RoundRecord rec;
-        rec.worker = rank;
+        rec.worker = id;
         rec.round = result.rounds;
         RoundContext ctx;
         ctx.round = result.rounds;
         ctx.elapsedS = elapsed();
         ctx.mergeRequested = control.any(ControlExchange::Merge);
         ctx.record = &rec;
-        ctx.emitMerge = m_hooks.merge;
+        ctx.emitMerge = emitMerge;
         for (int w = 0; w < world; ++w)
             ctx.rates.push_back(control.at(w, ControlExchange::Rate));
         ctx.bandwidth = control.bandwidth();
@@ -236,7 +406,7 @@ WorkerResult Worker::run()
             std::this_thread::sleep_for(std::chrono::duration<double>((factor - 1) * computeS));
             computeS *= factor;
         }
-        meter.add(double(batch), computeS);
+        progress.meter.add(double(batch), computeS);
 
         const auto t1 = Clock::now();
         strategy->exchange(trainer.flatGrad(), ctx);
@@ -249,27 +419,25 @@ WorkerResult Worker::run()
         rec.t = elapsed();
         rec.batch = int(batch);
         rec.share = double(batch) / double(m_spec.batchSize * world);
-        rec.rate = meter.rate();
+        rec.rate = progress.meter.rate();
         rec.computeS = computeS;
         rec.slowdown = factor;
         if (m_spec.verifyReplicas)
             rec.paramDigest = trainer.parameterDigest();
+        for (auto *v : {&rec.linkBytes, &rec.linkMbps, &rec.linkFraction})
+            toWorkerIds(*v, members, m_spec.world);
         result.samples += batch;
         ++result.rounds;
         if (m_hooks.round)
             m_hooks.round(rec);
     }
 
-    result.stoppedByRequest = m_stop;
     if (!result.finalEval.final) {
         result.finalEval = evaluate(true);
         if (m_hooks.eval)
             m_hooks.eval(result.finalEval);
     }
-    result.seconds = elapsed();
-    qCInfo(lcEngine) << "worker" << rank << "finished after" << result.rounds << "rounds, accuracy"
-                     << result.finalEval.globalAccuracy;
-    return result;
+    return GroupEnd::Finished;
 }
 
 } // namespace dlion::engine

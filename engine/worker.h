@@ -6,12 +6,19 @@
 #include <QString>
 
 #include <atomic>
+#include <condition_variable>
 #include <functional>
 #include <mutex>
-#include <vector>
+#include <optional>
 #include <string>
+#include <thread>
+#include <vector>
 
 namespace dlion::engine {
+
+class Comm;
+class LinkEmulator;
+class Trainer;
 
 // Callbacks from the training thread. They run on that thread and must be
 // quick and thread-safe (the agent queues them for its event loop).
@@ -19,7 +26,8 @@ struct WorkerHooks {
     std::function<void(const protocol::RoundRecord &)> round;
     std::function<void(const protocol::EvalRecord &)> eval;
     std::function<void(const protocol::MergeEvent &)> merge;
-    std::function<void(const QString &state)> state;  // loading, rendezvous, running, paused
+    // loading, rendezvous, running, paused, regrouping
+    std::function<void(const QString &state)> state;
 };
 
 struct WorkerResult {
@@ -35,6 +43,14 @@ struct WorkerResult {
 // is spent or a stop is requested. Every stop, pause and merge is agreed by
 // all workers through a small all-reduce at the top of each round, so they
 // leave every collective in step. The request methods are thread-safe.
+//
+// The group is elastic. When a peer dies, every collective fails within
+// the timeout (or at once, on an abort); the worker then waits for the
+// controller's plan of the next group generation, joins it, adopts the
+// parameters and progress of the plan's source worker, and trains on.
+// A restarted worker joins the same way, through a plan that lists it.
+// Telemetry always names workers by id (JobSpec::rank), never by the rank
+// they hold in the current group.
 class Worker {
 public:
     Worker(protocol::JobSpec spec, std::string localHost, WorkerHooks hooks);
@@ -47,10 +63,26 @@ public:
     void setPaused(bool paused) { m_pause = paused; }
     void requestMerge() { m_merge = true; }
     void setSlowdown(double factor) { m_slowdown = factor < 1 ? 1 : factor; }
-    // Caps this worker's outgoing link to `peer` (Mbit/s, 0 = uncapped).
+    // Caps this worker's outgoing link to worker `peer` (Mbit/s, 0 = uncapped).
     void setLinkCap(int peer, double mbps);
+    // The next group generation. A plan that drops a current member aborts
+    // the collective in progress; one that only adds members takes effect
+    // at the top of the next round. Stale generations are ignored.
+    void requestRegroup(const protocol::GroupPlan &plan);
 
 private:
+    struct Progress;
+    enum class GroupEnd { Finished, Regroup };
+
+    std::unique_ptr<Comm> joinGroup(const protocol::GroupPlan &plan, Trainer &trainer, LinkEmulator &emulator,
+                                    Progress &progress);
+    GroupEnd train(Comm &comm, Trainer &trainer, LinkEmulator &emulator, Progress &progress);
+    // Blocks until a plan newer than the current generation arrives; nullopt
+    // when a stop is requested first. Throws EngineError after the wait.
+    std::optional<protocol::GroupPlan> awaitPlan(const std::string &why);
+    void retire(std::unique_ptr<Comm> comm);
+    void setState(const char *s);
+
     protocol::JobSpec m_spec;
     std::string m_localHost;
     WorkerHooks m_hooks;
@@ -60,6 +92,14 @@ private:
     std::atomic<double> m_slowdown{1.0};
     std::mutex m_capMutex;
     std::vector<std::pair<int, double>> m_pendingCaps;  // applied at the next round
+
+    std::mutex m_groupMutex;
+    std::condition_variable m_planArrived;
+    std::optional<protocol::GroupPlan> m_nextPlan;
+    protocol::GroupPlan m_plan;  // the current group
+    Comm *m_comm = nullptr;      // the current group's, to abort
+    std::atomic<bool> m_regroupPending{false};
+    std::vector<std::thread> m_released;  // broken groups being torn down
 };
 
 } // namespace dlion::engine

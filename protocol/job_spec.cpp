@@ -119,6 +119,65 @@ bool validSchedule(const QString &s)
 
 } // namespace
 
+QJsonObject GroupPlan::toJson() const
+{
+    QJsonArray m;
+    for (int w : members)
+        m.append(w);
+    QJsonObject o{{"generation", generation}, {"members", m}, {"source", source}};
+    if (!rendezvousHost.isEmpty())
+        o.insert("rendezvous_host", rendezvousHost);
+    if (rendezvousPort > 0)
+        o.insert("rendezvous_port", rendezvousPort);
+    return o;
+}
+
+std::optional<GroupPlan> GroupPlan::fromJson(const QJsonObject &json, int world, QString *error)
+{
+    GroupPlan g;
+    Reader r(json, QStringLiteral("group."));
+    for (auto it = json.begin(); it != json.end(); ++it) {
+        if (!QStringList{"generation", "members", "source", "rendezvous_host", "rendezvous_port"}.contains(it.key()))
+            r.failRaw(QStringLiteral("unknown field \"group.%1\"").arg(it.key()));
+    }
+    r.num("generation", g.generation, 0, 1e6);
+    r.num("source", g.source, 0, 4095);
+    r.str("rendezvous_host", g.rendezvousHost);
+    r.num("rendezvous_port", g.rendezvousPort, 0, 65535);
+    const QJsonValue members = json.value("members");
+    const QString shape = QStringLiteral("must be a non-empty list of distinct worker ids below %1").arg(world);
+    if (!members.isArray() || members.toArray().isEmpty())
+        r.fail("members", shape);
+    for (const QJsonValue &v : members.toArray()) {
+        const int w = v.toInt(-1);
+        if (!v.isDouble() || v.toDouble() != w || w < 0 || w >= world || g.members.contains(w)) {
+            r.fail("members", shape);
+            break;
+        }
+        g.members.append(w);
+    }
+    if (r.error().isEmpty() && !g.members.contains(g.source))
+        r.fail("source", QStringLiteral("is %1, which is not a member").arg(g.source));
+    if (!r.error().isEmpty()) {
+        if (error)
+            *error = r.error();
+        return std::nullopt;
+    }
+    return g;
+}
+
+GroupPlan JobSpec::initialGroup() const
+{
+    GroupPlan g = group;
+    if (g.members.isEmpty()) {
+        for (int w = 0; w < world; ++w)
+            g.members.append(w);
+    }
+    g.rendezvousHost = rendezvousHost;
+    g.rendezvousPort = rendezvousPort;
+    return g;
+}
+
 double JobSpec::dirichletAlpha() const
 {
     double a = 0;
@@ -136,7 +195,7 @@ QJsonObject JobSpec::toJson() const
     QJsonArray slow;
     for (double f : slowdown)
         slow.append(f);
-    return QJsonObject{
+    QJsonObject out{
         {"strategy", strategy},
         {"model", model},
         {"dataset", dataset},
@@ -165,6 +224,9 @@ QJsonObject JobSpec::toJson() const
         {"rendezvous_host", rendezvousHost},
         {"rendezvous_port", rendezvousPort},
     };
+    if (!group.members.isEmpty())
+        out.insert("group", group.toJson());
+    return out;
 }
 
 std::optional<JobSpec> JobSpec::fromJson(const QJsonObject &json, QString *error)
@@ -173,7 +235,7 @@ std::optional<JobSpec> JobSpec::fromJson(const QJsonObject &json, QString *error
         "strategy", "model", "dataset", "data_dir", "partition", "batch_size", "lr", "momentum",
         "weight_decay", "lr_schedule", "seed", "budget", "eval_interval_s", "eval_samples", "threads",
         "device", "verify_replicas", "slowdown", "strategy_options", "emulation", "rank", "world", "rendezvous_host",
-        "rendezvous_port", "workers"};
+        "rendezvous_port", "workers", "group"};
     JobSpec s;
     Reader r(json, QString());
     for (auto it = json.begin(); it != json.end(); ++it) {
@@ -241,6 +303,17 @@ std::optional<JobSpec> JobSpec::fromJson(const QJsonObject &json, QString *error
     }
     if (s.rank >= s.world)
         r.fail("rank", QStringLiteral("is %1 but world is %2").arg(s.rank).arg(s.world));
+    if (const QJsonValue g = json.value("group"); !g.isUndefined() && r.error().isEmpty()) {
+        QString why;
+        if (!g.isObject())
+            r.fail("group", QStringLiteral("must be an object with generation, members and source"));
+        else if (const auto plan = GroupPlan::fromJson(g.toObject(), s.world, &why))
+            s.group = *plan;
+        else
+            r.failRaw(why);
+        if (r.error().isEmpty() && !s.group.members.contains(s.rank))
+            r.fail("group", QStringLiteral("does not list this worker (%1) as a member").arg(s.rank));
+    }
 
     if (!r.error().isEmpty()) {
         if (error)

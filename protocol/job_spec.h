@@ -17,6 +17,22 @@ struct Budget {
     qint64 maxRounds = 0;
 };
 
+// Which workers train together, in rank order. Generation 0 is the job's
+// start; each regroup (a worker lost or rejoining) makes the next one, and
+// every member adopts the parameters of `source` when the group forms.
+struct GroupPlan {
+    int generation = 0;
+    QList<int> members;  // worker ids in rank order; empty = all of 0..world-1
+    int source = 0;      // worker id whose parameters everyone starts from
+    QString rendezvousHost;
+    int rendezvousPort = 0;
+
+    int rankOf(int worker) const { return int(members.indexOf(worker)); }
+    QJsonObject toJson() const;
+    // `world` is the job's worker count; every member must be below it.
+    static std::optional<GroupPlan> fromJson(const QJsonObject &json, int world, QString *error);
+};
+
 // Everything a worker needs to train. The controller fills the placement
 // fields (rank, world, rendezvous) per agent; the rest comes from the job
 // file and the command line. JSON keys are the snake_case of the members.
@@ -42,14 +58,20 @@ struct JobSpec {
     QJsonObject strategyOptions;  // strategy knobs, validated by the engine
     QJsonObject emulation;        // link caps and schedules, validated by the engine
 
-    // Placement.
+    // Placement. `rank` is this worker's stable id and `world` the job's
+    // worker count; its rank within the current group comes from `group`.
     int rank = 0;
     int world = 1;
     QString rendezvousHost = QStringLiteral("127.0.0.1");
     int rendezvousPort = 0;
+    // The group this worker joins; its rendezvous is the two fields above.
+    // Absent from the JSON: generation 0 with every worker, from worker 0.
+    GroupPlan group;
 
     double dirichletAlpha() const;  // 0 for iid
     double slowdownFor(int worker) const;
+    // `group` with its members filled in and the rendezvous of this spec.
+    GroupPlan initialGroup() const;
 
     QJsonObject toJson() const;
     // Validates every field; on error returns nullopt and a message naming

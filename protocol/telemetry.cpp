@@ -1,7 +1,10 @@
 #include "telemetry.h"
 
 #include <QCborArray>
+#include <QHash>
 #include <QJsonArray>
+
+#include <algorithm>
 
 namespace dlion::protocol {
 
@@ -68,7 +71,7 @@ bool decode(const QCborMap &m, RoundRecord *r)
 QCborMap encode(const EvalRecord &e)
 {
     return QCborMap{{"w", e.worker}, {"r", e.round}, {"t", e.t}, {"a", e.accuracy}, {"l", e.loss},
-                    {"ga", e.globalAccuracy}, {"gl", e.globalLoss}, {"n", e.samples}, {"f", e.final}};
+                    {"ga", e.globalAccuracy}, {"gl", e.globalLoss}, {"n", e.samples}, {"f", e.final}, {"p", e.primary}};
 }
 
 bool decode(const QCborMap &m, EvalRecord *e)
@@ -82,6 +85,7 @@ bool decode(const QCborMap &m, EvalRecord *e)
     e->globalLoss = m.value("gl").toDouble();
     e->samples = int(m.value("n").toInteger());
     e->final = m.value("f").toBool();
+    e->primary = m.contains(QLatin1String("p")) ? m.value("p").toBool() : e->worker == 0;
     return true;
 }
 
@@ -153,6 +157,15 @@ bool fromCbor(const QCborMap &map, TelemetryBatch *out)
         && decodeList(map.value("merges"), &out->merges);
 }
 
+void markPrimaryEvals(QList<EvalRecord> &evals)
+{
+    QHash<qint64, int> lowest;
+    for (const auto &e : std::as_const(evals))
+        lowest[e.round] = lowest.contains(e.round) ? std::min(lowest[e.round], e.worker) : e.worker;
+    for (auto &e : evals)
+        e.primary = e.worker == lowest.value(e.round);
+}
+
 QJsonObject toJson(const RoundRecord &r)
 {
     return QJsonObject{{"worker", r.worker}, {"round", r.round}, {"t", r.t}, {"batch", r.batch},
@@ -167,7 +180,7 @@ QJsonObject toJson(const EvalRecord &e)
 {
     return QJsonObject{{"worker", e.worker}, {"round", e.round}, {"t", e.t}, {"accuracy", e.accuracy},
                        {"loss", e.loss}, {"global_accuracy", e.globalAccuracy},
-                       {"global_loss", e.globalLoss}, {"samples", e.samples}, {"final", e.final}};
+                       {"global_loss", e.globalLoss}, {"samples", e.samples}, {"final", e.final}, {"primary", e.primary}};
 }
 
 QJsonObject toJson(const MergeEvent &m)

@@ -39,6 +39,9 @@ struct EvalRecord {
     double globalLoss = 0;
     int samples = 0;
     bool final = false;
+    // Every member reports each evaluation; the primary record (from rank 0
+    // of the group) is the one that speaks for the group's global figures.
+    bool primary = false;
 };
 
 struct MergeEvent {
@@ -63,6 +66,10 @@ struct TelemetryBatch {
 QCborMap toCbor(const TelemetryBatch &batch);
 // Lenient on missing fields, strict on shape: returns false on a wrong type.
 bool fromCbor(const QCborMap &map, TelemetryBatch *out);
+
+// For records that lost their flag (older stores): in each evaluation
+// (records with the same round) the lowest worker id is the primary.
+void markPrimaryEvals(QList<EvalRecord> &evals);
 
 QJsonObject toJson(const RoundRecord &r);
 QJsonObject toJson(const EvalRecord &e);

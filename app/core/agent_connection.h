@@ -32,6 +32,7 @@ public:
     bool sendCommand(const QString &cmd, const QCborMap &args = {});
 
     int worker() const { return m_worker; }
+    const QString &host() const { return m_host; }
     QString endpoint() const { return QStringLiteral("%1:%2").arg(m_host).arg(m_port); }
     State state() const { return m_state; }
     QString agentState() const { return m_agentState; }

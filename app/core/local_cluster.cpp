@@ -41,30 +41,52 @@ void LocalCluster::start(int workers, const QByteArray &secret, int startTimeout
                           .arg(QCoreApplication::applicationFilePath()));
         return;
     }
-    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
-    env.insert(QStringLiteral("DLION_SECRET"), QString::fromLatin1(secret));
+    m_program = program;
+    m_env = QProcessEnvironment::systemEnvironment();
+    m_env.insert(QStringLiteral("DLION_SECRET"), QString::fromLatin1(secret));
     // Agents' progress reaches the user as telemetry; their logs show warnings only.
-    if (!env.contains(QStringLiteral("QT_LOGGING_RULES")))
-        env.insert(QStringLiteral("QT_LOGGING_RULES"), QStringLiteral("*.info=false"));
+    if (!m_env.contains(QStringLiteral("QT_LOGGING_RULES")))
+        m_env.insert(QStringLiteral("QT_LOGGING_RULES"), QStringLiteral("*.info=false"));
     m_ports = QList<quint16>(workers, 0);
     m_stdout = QList<QByteArray>(workers);
-    for (int i = 0; i < workers; ++i) {
-        auto *p = new QProcess(this);
-        p->setProcessEnvironment(env);
-        p->setProcessChannelMode(QProcess::ForwardedErrorChannel);
-        connect(p, &QProcess::readyReadStandardOutput, this, [this, i] { onOutput(i); });
-        connect(p, &QProcess::finished, this, [this, i](int code, QProcess::ExitStatus) {
-            if (m_ports[i] == 0 && !m_failed) {
-                m_failed = true;
-                Q_EMIT failed(QStringLiteral("local agent %1 exited with status %2 before it was ready").arg(i).arg(code));
-            }
-            Q_EMIT agentExited(i, code);
-        });
-        m_procs.append(p);
-        p->start(program, {QStringLiteral("--listen"), QString::fromLatin1(kHost) + QStringLiteral(":0"), QStringLiteral("--exit-with-parent"),
-                           QStringLiteral("--grace"), QStringLiteral("0")});
-    }
+    m_restarting = QList<bool>(workers, false);
+    m_procs = QList<QProcess *>(workers, nullptr);
+    for (int i = 0; i < workers; ++i)
+        spawn(i);
     m_startTimer.start(startTimeoutMs);
+}
+
+void LocalCluster::spawn(int i)
+{
+    auto *p = new QProcess(this);
+    p->setProcessEnvironment(m_env);
+    p->setProcessChannelMode(QProcess::ForwardedErrorChannel);
+    connect(p, &QProcess::readyReadStandardOutput, this, [this, i] { onOutput(i); });
+    connect(p, &QProcess::finished, this, [this, i](int code, QProcess::ExitStatus) {
+        if (m_ports[i] == 0 && !m_failed && !m_restarting[i]) {
+            m_failed = true;
+            Q_EMIT failed(QStringLiteral("local agent %1 exited with status %2 before it was ready").arg(i).arg(code));
+        }
+        Q_EMIT agentExited(i, code);
+    });
+    m_procs[i] = p;
+    p->start(m_program, {QStringLiteral("--listen"), QString::fromLatin1(kHost) + QStringLiteral(":0"), QStringLiteral("--exit-with-parent"),
+                         QStringLiteral("--grace"), QStringLiteral("0")});
+}
+
+void LocalCluster::restart(int worker)
+{
+    if (worker < 0 || worker >= m_procs.size() || m_program.isEmpty())
+        return;
+    QProcess *old = m_procs[worker];
+    old->disconnect(this);
+    old->kill();
+    old->waitForFinished(1000);
+    old->deleteLater();
+    m_ports[worker] = 0;
+    m_stdout[worker].clear();
+    m_restarting[worker] = true;
+    spawn(worker);
 }
 
 void LocalCluster::onOutput(int worker)
@@ -88,6 +110,11 @@ void LocalCluster::onOutput(int worker)
         return;
     }
     m_ports[worker] = quint16(port);
+    if (m_restarting[worker]) {
+        m_restarting[worker] = false;
+        Q_EMIT restarted(worker);
+        return;
+    }
     if (++m_ready == m_procs.size() && !m_failed) {
         m_startTimer.stop();
         Q_EMIT ready();

@@ -37,15 +37,23 @@ public:
     qint64 pid(int worker) const;
     // Kills one agent (SIGKILL): for tests of worker loss.
     void kill(int worker);
+    // Starts a fresh agent for `worker` (after it was lost); `restarted()`
+    // fires when it listens, with its new endpoint in endpoints().
+    void restart(int worker);
 
 Q_SIGNALS:
     void ready();
     void failed(const QString &reason);
     void agentExited(int worker, int exitCode);
+    void restarted(int worker);
 
 private:
+    void spawn(int worker);
     void onOutput(int worker);
 
+    QString m_program;
+    QProcessEnvironment m_env;
+    QList<bool> m_restarting;
     QList<QProcess *> m_procs;
     QList<quint16> m_ports;
     QList<QByteArray> m_stdout;

@@ -61,7 +61,7 @@ const protocol::RoundRecord *RunData::lastRound(int worker) const
 std::optional<protocol::EvalRecord> RunData::lastGlobalEval() const
 {
     for (auto it = m_evals.crbegin(); it != m_evals.crend(); ++it) {
-        if (it->worker == 0)
+        if (it->primary)
             return *it;
     }
     return std::nullopt;
@@ -70,7 +70,7 @@ std::optional<protocol::EvalRecord> RunData::lastGlobalEval() const
 std::optional<double> RunData::timeToAccuracy(double target) const
 {
     for (const auto &e : m_evals) {
-        if (e.worker == 0 && e.globalAccuracy >= target)
+        if (e.primary && e.globalAccuracy >= target)
             return e.t;
     }
     return std::nullopt;

@@ -1,5 +1,7 @@
 #include "run_session.h"
 
+#include <algorithm>
+
 namespace dlion::core {
 
 RunSession::RunSession(QObject *parent) : QObject(parent) {}
@@ -26,40 +28,54 @@ void RunSession::start(const protocol::JobSpec &job, const QList<AgentEndpoint> 
     m_job.world = int(agents.size());
     m_rendezvousHost = rendezvousHost;
     m_rendezvousPort = rendezvousPort;
+    m_secret = secret;
     m_failure.clear();
+    m_generation = 0;
+    m_members.clear();
     m_workerStates = QStringList(agents.size(), QStringLiteral("connecting"));
     m_done = QList<bool>(agents.size(), false);
     m_data.reset(m_job, int(agents.size()));
     setState(State::Connecting);
     for (int i = 0; i < agents.size(); ++i) {
-        auto *a = new AgentConnection(i, agents[i].host, agents[i].port, secret, this);
+        m_members.append(i);
+        AgentConnection *a = connectAgent(i, agents[i]);
         connect(a, &AgentConnection::ready, this, &RunSession::onAgentReady);
-        connect(a, &AgentConnection::telemetry, this, [this](const protocol::TelemetryBatch &batch) {
-            const qsizetype before = m_data.merges().size();
-            m_data.add(batch);
-            for (qsizetype k = before; k < m_data.merges().size(); ++k)
-                Q_EMIT mergeObserved(m_data.merges()[k]);
-            Q_EMIT telemetryArrived();
-        });
-        connect(a, &AgentConnection::agentStateChanged, this, [this, i](const QString &s) {
-            m_workerStates[i] = s;
-            Q_EMIT workerStateChanged(i, s);
-        });
-        connect(a, &AgentConnection::heartbeat, this, [this, i] { Q_EMIT heartbeat(i); });
-        connect(a, &AgentConnection::finished, this, [this, i](const QCborMap &o) { onAgentFinished(i, o); });
-        connect(a, &AgentConnection::agentError, this, [this, i](const QString &message) {
-            Q_EMIT logMessage(QStringLiteral("worker %1: %2").arg(i).arg(message));
-        });
-        connect(a, &AgentConnection::lost, this, [this, i](const QString &reason) { onAgentLost(i, reason); });
         m_agents.append(a);
         a->open();
     }
 }
 
+AgentConnection *RunSession::connectAgent(int i, const AgentEndpoint &agent)
+{
+    auto *a = new AgentConnection(i, agent.host, agent.port, m_secret, this);
+    connect(a, &AgentConnection::telemetry, this, [this](const protocol::TelemetryBatch &batch) {
+        const qsizetype before = m_data.merges().size();
+        m_data.add(batch);
+        for (qsizetype k = before; k < m_data.merges().size(); ++k)
+            Q_EMIT mergeObserved(m_data.merges()[k]);
+        Q_EMIT telemetryArrived();
+    });
+    connect(a, &AgentConnection::agentStateChanged, this, [this, i](const QString &s) {
+        m_workerStates[i] = s;
+        Q_EMIT workerStateChanged(i, s);
+    });
+    connect(a, &AgentConnection::heartbeat, this, [this, i] { Q_EMIT heartbeat(i); });
+    connect(a, &AgentConnection::finished, this, [this, i](const QCborMap &o) { onAgentFinished(i, o); });
+    connect(a, &AgentConnection::agentError, this, [this, i](const QString &message) {
+        Q_EMIT logMessage(QStringLiteral("worker %1: %2").arg(i).arg(message));
+    });
+    connect(a, &AgentConnection::lost, this, [this, a](const QString &reason) {
+        if (m_agents.value(a->worker()) == a)  // not a connection since replaced by a rejoin
+            onAgentLost(a->worker(), reason);
+    });
+    return a;
+}
+
 void RunSession::onAgentReady()
 {
-    if (!std::all_of(m_agents.begin(), m_agents.end(),
-                     [](AgentConnection *a) { return a->state() == AgentConnection::State::Ready; }))
+    if (m_state != State::Connecting
+        || !std::all_of(m_agents.begin(), m_agents.end(),
+                        [](AgentConnection *a) { return a->state() == AgentConnection::State::Ready; }))
         return;
     m_data.markStarted();
     for (AgentConnection *a : std::as_const(m_agents)) {
@@ -72,6 +88,49 @@ void RunSession::onAgentReady()
     setState(State::Running);
     Q_EMIT logMessage(QStringLiteral("job sent to %1 workers (strategy %2, model %3, dataset %4)")
                           .arg(m_agents.size()).arg(m_job.strategy, m_job.model, m_job.dataset));
+}
+
+int RunSession::bestMember() const
+{
+    // The member whose replica scored best at its latest evaluation.
+    int best = m_members.value(0, 0);
+    double bestScore = -1;
+    QList<bool> seen(m_agents.size(), false);
+    const auto &evals = m_data.evals();
+    for (auto it = evals.crbegin(); it != evals.crend(); ++it) {
+        if (!m_members.contains(it->worker) || seen[it->worker])
+            continue;
+        seen[it->worker] = true;
+        if (it->accuracy > bestScore) {
+            bestScore = it->accuracy;
+            best = it->worker;
+        }
+    }
+    return best;
+}
+
+protocol::GroupPlan RunSession::nextPlan()
+{
+    std::sort(m_members.begin(), m_members.end());
+    protocol::GroupPlan plan;
+    plan.generation = ++m_generation;
+    plan.members = m_members;
+    plan.source = bestMember();
+    // Rank 0 hosts the rendezvous; each generation gets its own port, as
+    // the previous group's store may still be shutting down.
+    plan.rendezvousHost = m_members.first() == 0 ? m_rendezvousHost : m_agents[m_members.first()]->host();
+    plan.rendezvousPort = m_rendezvousPort + m_generation;
+    Q_EMIT groupChanged(m_generation, m_members);
+    return plan;
+}
+
+void RunSession::sendPlan(const protocol::GroupPlan &plan, int except)
+{
+    const QCborMap args{{QStringLiteral("plan"), QCborMap::fromJsonObject(plan.toJson())}};
+    for (int w : std::as_const(m_members)) {
+        if (w != except)
+            m_agents[w]->sendCommand(QStringLiteral("regroup"), args);
+    }
 }
 
 void RunSession::onAgentFinished(int worker, const QCborMap &outcome)
@@ -90,27 +149,88 @@ void RunSession::onAgentFinished(int worker, const QCborMap &outcome)
 
 void RunSession::onAgentLost(int worker, const QString &reason)
 {
-    if (m_state == State::Finished || m_state == State::Failed || m_done[worker])
+    if (m_state == State::Finished || m_state == State::Failed)
         return;
+    if (m_done[worker]) {
+        if (!m_members.contains(worker))
+            Q_EMIT logMessage(QStringLiteral("worker %1 could not rejoin: %2").arg(worker).arg(reason));
+        return;
+    }
     m_data.setWorkerLost(worker, reason);
     m_workerStates[worker] = QStringLiteral("lost");
     Q_EMIT workerStateChanged(worker, m_workerStates[worker]);
     Q_EMIT logMessage(QStringLiteral("worker %1 lost: %2").arg(worker).arg(reason));
-    if (m_failure.isEmpty())
-        m_failure = QStringLiteral("worker %1 lost: %2").arg(worker).arg(reason);
     m_done[worker] = true;
-    if (m_state == State::Connecting)
+    m_members.removeAll(worker);
+    if (m_state == State::Connecting) {
+        m_failure = QStringLiteral("worker %1 lost: %2").arg(worker).arg(reason);
         return finish(false, m_failure);  // no job was sent: nobody else will report
-    broadcast(QStringLiteral("stop"));
+    }
+    if (m_elastic && m_state == State::Running && !m_members.isEmpty()) {
+        const protocol::GroupPlan plan = nextPlan();
+        sendPlan(plan);
+        Q_EMIT logMessage(QStringLiteral("training goes on with %1 workers (group generation %2, parameters from worker %3)")
+                              .arg(m_members.size()).arg(plan.generation).arg(plan.source));
+    } else {
+        if (m_failure.isEmpty())
+            m_failure = QStringLiteral("worker %1 lost: %2").arg(worker).arg(reason);
+        broadcast(QStringLiteral("stop"));
+    }
     if (std::all_of(m_done.begin(), m_done.end(), [](bool d) { return d; }))
-        finish(false, m_failure);
+        finish(m_failure.isEmpty(), m_failure);
+}
+
+bool RunSession::rejoin(int worker, const AgentEndpoint &agent)
+{
+    if (m_state != State::Running || worker < 0 || worker >= m_agents.size() || !m_done[worker]
+        || m_members.contains(worker) || m_members.isEmpty()) {
+        Q_EMIT logMessage(QStringLiteral("worker %1 cannot rejoin now: only a lost worker of a running job can").arg(worker));
+        return false;
+    }
+    m_agents[worker]->deleteLater();
+    AgentConnection *a = connectAgent(worker, agent);
+    connect(a, &AgentConnection::ready, this, [this, worker] { onRejoinReady(worker); });
+    m_agents[worker] = a;
+    m_workerStates[worker] = QStringLiteral("connecting");
+    Q_EMIT workerStateChanged(worker, m_workerStates[worker]);
+    a->open();
+    return true;
+}
+
+void RunSession::onRejoinReady(int worker)
+{
+    if (m_state != State::Running || m_members.isEmpty())
+        return;
+    m_members.append(worker);
+    m_done[worker] = false;
+    m_data.setWorkerLost(worker, QString());
+    const protocol::GroupPlan plan = nextPlan();
+    protocol::JobSpec spec = m_job;
+    spec.rank = worker;
+    spec.group = plan;
+    spec.group.rendezvousHost.clear();
+    spec.group.rendezvousPort = 0;
+    spec.rendezvousHost = plan.rendezvousHost;
+    spec.rendezvousPort = plan.rendezvousPort;
+    m_agents[worker]->sendJob(spec.toJson());
+    sendPlan(plan, worker);
+    Q_EMIT logMessage(QStringLiteral("worker %1 rejoined: %2 workers train on (group generation %3, parameters from worker %4)")
+                          .arg(worker).arg(m_members.size()).arg(plan.generation).arg(plan.source));
 }
 
 void RunSession::finish(bool ok, const QString &message)
 {
-    m_data.markEnded(ok, message);
+    QStringList lost;
+    for (int w = 0; w < m_data.workers(); ++w) {
+        if (!m_data.lostReason(w).isEmpty())
+            lost.append(QString::number(w));
+    }
+    const QString note = ok && !lost.isEmpty()
+        ? QStringLiteral("finished without lost worker(s) %1").arg(lost.join(QStringLiteral(", ")))
+        : message;
+    m_data.markEnded(ok, note);
     setState(ok ? State::Finished : State::Failed);
-    Q_EMIT finished(ok, message);
+    Q_EMIT finished(ok, note);
 }
 
 void RunSession::broadcast(const QString &cmd, const QCborMap &args)

@@ -11,12 +11,18 @@ namespace dlion::core {
 
 // One distributed training run driven from the control center.
 //
-// Connects to every agent, gives each its rank of the job, relays user
+// Connects to every agent, gives each its worker id in the job, relays user
 // commands to all of them, and gathers their telemetry into RunData. The run
 // ends when every agent has reported its outcome (`finished(true)`), or when
-// an agent fails or is lost (`finished(false, reason)`), after which the
-// others are told to stop. Signals carry no data the RunData does not hold,
-// so a view can be rebuilt from `data()` at any time.
+// an agent fails (`finished(false, reason)`), after which the others are
+// told to stop.
+//
+// The session owns the group's membership. When an agent is lost (its
+// connection drops or it goes silent), the others are sent the plan of the
+// next group generation without it, from the best remaining worker, and
+// train on; `rejoin()` brings a restarted agent back the same way. Signals
+// carry no data the RunData does not hold, so a view can be rebuilt from
+// `data()` at any time.
 class RunSession : public QObject {
     Q_OBJECT
 public:
@@ -38,6 +44,15 @@ public:
     void setLinkCap(int from, int to, double mbps);
     // Asks every agent process to exit (after its job ends).
     void shutdownAgents();
+    // Brings lost `worker` back on the (re)started agent at `agent`. It
+    // joins the next group generation with the best worker's parameters.
+    // Returns false, with a log message, when the run cannot take it now.
+    bool rejoin(int worker, const AgentEndpoint &agent);
+    // Off: losing a worker stops the whole run instead of regrouping.
+    void setElastic(bool on) { m_elastic = on; }
+    // The workers training now, and the generation of their group.
+    const QList<int> &members() const { return m_members; }
+    int generation() const { return m_generation; }
 
     State state() const { return m_state; }
     const RunData &data() const { return m_data; }
@@ -50,12 +65,18 @@ Q_SIGNALS:
     void heartbeat(int worker);
     void mergeObserved(const dlion::protocol::MergeEvent &event);
     void logMessage(const QString &message);
+    void groupChanged(int generation, const QList<int> &members);
     void finished(bool ok, const QString &message);
 
 private:
     void setState(State s);
     void broadcast(const QString &cmd, const QCborMap &args = {});
+    AgentConnection *connectAgent(int worker, const AgentEndpoint &agent);
     void onAgentReady();
+    void onRejoinReady(int worker);
+    protocol::GroupPlan nextPlan();
+    void sendPlan(const protocol::GroupPlan &plan, int except = -1);
+    int bestMember() const;
     void onAgentFinished(int worker, const QCborMap &outcome);
     void onAgentLost(int worker, const QString &reason);
     void finish(bool ok, const QString &message);
@@ -69,6 +90,10 @@ private:
     QString m_rendezvousHost;
     quint16 m_rendezvousPort = 0;
     QString m_failure;
+    QByteArray m_secret;
+    QList<int> m_members;  // in rank order
+    int m_generation = 0;
+    bool m_elastic = true;
 };
 
 } // namespace dlion::core

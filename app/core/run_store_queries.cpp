@@ -184,6 +184,7 @@ std::optional<StoredRun> RunStore::loadRun(qint64 id)
         e.final = q.value(8).toBool();
         batch.evals.append(e);
     }
+    protocol::markPrimaryEvals(batch.evals);
     q.prepare(QStringLiteral("SELECT round, t, from_worker, to_worker, alpha, score_before, score_from, manual"
                              " FROM merges WHERE run_id = ? ORDER BY rowid"));
     q.addBindValue(id);

@@ -97,7 +97,7 @@ void TelemetryModel::addEval(const protocol::EvalRecord &e)
     m_series[std::size_t(int(Metric::Accuracy) * m_workers + e.worker)].append(e.t, 100.0 * e.accuracy);
     m_accuracy[std::size_t(e.worker)] = e.accuracy;
     m_best.append(e.t, 100.0 * *std::max_element(m_accuracy.begin(), m_accuracy.end()));
-    if (e.worker == 0)
+    if (e.primary)
         m_global.append(e.t, 100.0 * e.globalAccuracy);
 }
 

@@ -87,7 +87,7 @@ ReportSeries ReportSeries::from(const core::RunData &data, int bins)
     for (int w = 0; w < data.workers(); ++w)
         s.workerAccuracy.append({QStringLiteral("worker %1").arg(w), {}, {}});
     for (const auto &e : data.evals()) {
-        if (e.worker == 0) {
+        if (e.primary) {
             s.accuracyVsTime.x.append(e.t);
             s.accuracyVsTime.y.append(e.globalAccuracy);
             s.accuracyVsStep.x.append(double(e.round));

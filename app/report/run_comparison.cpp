@@ -53,7 +53,7 @@ Comparison Comparison::build(const QList<core::StoredRun> &runs, qint64 baseline
         row.timeTo85 = timeTo(r.data, 0.85);
         row.timeToTarget = timeTo(r.data, target);
         for (const auto &e : r.data.evals()) {
-            if (e.worker == 0 && e.t <= budgetS + 1e-9)
+            if (e.primary && e.t <= budgetS + 1e-9)
                 row.accuracyAtBudget = e.globalAccuracy;
         }
         row.bytesSent = r.data.totalBytesSent();

@@ -158,6 +158,7 @@ void TestFrameCodec::telemetryRoundTrip()
     e.worker = 1;
     e.globalAccuracy = 0.81;
     e.final = true;
+    e.primary = true;  // worker 1 speaks for a group that lost worker 0
     in.evals.append(e);
     MergeEvent m;
     m.from = 0;
@@ -179,6 +180,7 @@ void TestFrameCodec::telemetryRoundTrip()
     QCOMPARE(out.rounds[0].linkBytes, r.linkBytes);
     QCOMPARE(out.evals[0].globalAccuracy, 0.81);
     QVERIFY(out.evals[0].final);
+    QVERIFY(out.evals[0].primary);
     QCOMPARE(out.merges[0].to, 3);
     QVERIFY(out.merges[0].manual);
     // Wrong shapes are refused rather than half-read.

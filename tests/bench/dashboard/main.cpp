@@ -72,6 +72,7 @@ protocol::TelemetryBatch makeFrame(int workers, qint64 frame, double t, std::mt1
             e.t = t;
             e.accuracy = std::min(0.95, 0.1 + t / 60.0) * jitter(rng);
             e.globalAccuracy = e.accuracy;
+            e.primary = w == 0;
             b.evals.append(e);
         }
     }

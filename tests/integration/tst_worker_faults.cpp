@@ -1,0 +1,149 @@
+// Worker loss and rejoin on real dlion-agent processes: an agent is killed
+// with SIGKILL mid-run, the survivors re-form the group and train on, and a
+// restarted agent rejoins with the best worker's parameters.
+#include "cluster_fixture.h"
+
+#include <map>
+#include <set>
+
+using namespace dlion;
+
+namespace {
+
+protocol::JobSpec faultJob(const QString &strategy)
+{
+    protocol::JobSpec job;
+    job.strategy = strategy;
+    job.model = "mlp";
+    job.dataset = "fashion-mnist";
+    job.batchSize = 32;
+    job.evalIntervalS = 1.0;
+    job.evalSamples = 2000;
+    job.budget.seconds = 30;
+    job.budget.maxRounds = 100000;
+    // A lost peer surfaces within this bound even without the controller.
+    job.strategyOptions = QJsonObject{{"timeout_s", 10}};
+    return job;
+}
+
+double lastGlobalAccuracy(const core::RunData &d)
+{
+    const auto e = d.lastGlobalEval();
+    return e ? e->globalAccuracy : 0;
+}
+
+qsizetype roundsAfter(const core::RunData &d, int worker, double t)
+{
+    qsizetype n = 0;
+    for (const auto &r : d.rounds(worker))
+        n += r.t > t ? 1 : 0;
+    return n;
+}
+
+} // namespace
+
+class TestWorkerFaults : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    void survivorsRegroupAfterSigkill();
+    void restartedWorkerRejoinsWithCurrentParameters();
+    void lostWorkerStopsRunWhenNotElastic();
+};
+
+void TestWorkerFaults::survivorsRegroupAfterSigkill()
+{
+    test::LocalRun run;
+    QVERIFY(run.start(faultJob("dlion"), 4));
+    core::RunSession &s = *run.session;
+    QTRY_VERIFY_WITH_TIMEOUT(s.data().rounds(2).size() > 30 && lastGlobalAccuracy(s.data()) > 0, 60000);
+    const double accBefore = lastGlobalAccuracy(s.data());
+    const double tKill = s.data().lastRound(0)->t;
+    QSignalSpy regrouped(&s, &core::RunSession::groupChanged);
+    run.cluster->kill(2);
+
+    QTRY_COMPARE_WITH_TIMEOUT(s.workerState(2), QStringLiteral("lost"), 20000);
+    QVERIFY(regrouped.count() == 1 || regrouped.wait(5000));
+    QCOMPARE(s.generation(), 1);
+    QCOMPARE(s.members(), (QList<int>{0, 1, 3}));
+    // The survivors keep training in the new group.
+    QTRY_VERIFY_WITH_TIMEOUT(roundsAfter(s.data(), 0, tKill + 1) > 20 && roundsAfter(s.data(), 3, tKill + 1) > 20, 60000);
+    QVERIFY(run.waitFinished(90000));
+    QVERIFY2(run.ok, qPrintable(run.message));
+    QVERIFY2(run.message.contains("lost worker(s) 2"), qPrintable(run.message));
+
+    const core::RunData &d = s.data();
+    QVERIFY(!d.lostReason(2).isEmpty());
+    QCOMPARE(roundsAfter(d, 2, tKill + 2), 0);  // nothing but what was in flight
+    for (int w : {0, 1, 3}) {
+        QVERIFY(d.outcome(w).value("ok").toBool());
+        // The three survivors share the global batch after the loss.
+        const auto *last = d.lastRound(w);
+        QVERIFY(last);
+        QVERIFY2(last->linkBytes.size() == 4 && last->linkBytes[2] == 0,
+                 "per-link telemetry is indexed by worker id and nothing goes to the lost worker");
+    }
+    const double accAfter = lastGlobalAccuracy(d);
+    QVERIFY2(accAfter > accBefore, qPrintable(QString("accuracy %1 -> %2").arg(accBefore).arg(accAfter)));
+}
+
+void TestWorkerFaults::restartedWorkerRejoinsWithCurrentParameters()
+{
+    protocol::JobSpec job = faultJob("allreduce");
+    job.verifyReplicas = true;  // BSP replicas are identical after every step
+    job.budget.seconds = 40;
+    test::LocalRun run;
+    QVERIFY(run.start(job, 3));
+    core::RunSession &s = *run.session;
+    QTRY_VERIFY_WITH_TIMEOUT(s.data().rounds(0).size() > 30 && lastGlobalAccuracy(s.data()) > 0, 60000);
+    // Worker 0 hosts the first rendezvous: the next group must form without it.
+    run.cluster->kill(0);
+    QTRY_COMPARE_WITH_TIMEOUT(s.members(), (QList<int>{1, 2}), 20000);
+    const qint64 roundAtLoss = s.data().lastRound(1)->round;
+    QTRY_VERIFY_WITH_TIMEOUT(s.data().lastRound(1)->round > roundAtLoss + 10, 60000);
+
+    QSignalSpy restarted(run.cluster.get(), &core::LocalCluster::restarted);
+    run.cluster->restart(0);
+    QVERIFY(restarted.wait(30000));
+    QVERIFY(s.rejoin(0, run.cluster->endpoints()[0]));
+    QTRY_COMPARE_WITH_TIMEOUT(s.members(), (QList<int>{0, 1, 2}), 20000);
+    QCOMPARE(s.generation(), 2);
+    const qsizetype before = s.data().rounds(0).size();
+    QTRY_VERIFY_WITH_TIMEOUT(s.data().rounds(0).size() > before + 20, 60000);
+    QVERIFY(run.waitFinished(90000));
+    QVERIFY2(run.ok, qPrintable(run.message));
+
+    // The rejoined worker took the group's round count and parameters: from
+    // its first step on, its replica equals the others' at every round.
+    const core::RunData &d = s.data();
+    const qint64 firstRejoined = d.rounds(0)[before].round;
+    QVERIFY2(firstRejoined > roundAtLoss, "the rejoined worker continues the group's round count");
+    std::map<qint64, std::set<quint64>> digests;
+    for (int w = 0; w < 3; ++w) {
+        for (const auto &r : d.rounds(w)) {
+            if (r.round >= firstRejoined)
+                digests[r.round].insert(r.paramDigest);
+        }
+    }
+    QVERIFY(digests.size() > 20);
+    for (const auto &[round, set] : digests)
+        QVERIFY2(set.size() == 1, qPrintable(QString("replicas differ after round %1").arg(round)));
+    QVERIFY(d.lostReason(0).isEmpty());
+    QVERIFY(d.outcome(0).value("ok").toBool());
+}
+
+void TestWorkerFaults::lostWorkerStopsRunWhenNotElastic()
+{
+    test::LocalRun run;
+    run.session->setElastic(false);
+    QVERIFY(run.start(faultJob("allreduce"), 3));
+    core::RunSession &s = *run.session;
+    QTRY_VERIFY_WITH_TIMEOUT(s.data().rounds(1).size() > 10, 60000);
+    run.cluster->kill(1);
+    QVERIFY(run.waitFinished(60000));
+    QVERIFY(!run.ok);
+    QVERIFY2(run.message.contains("worker 1 lost"), qPrintable(run.message));
+    QCOMPARE(s.generation(), 0);
+}
+
+QTEST_GUILESS_MAIN(TestWorkerFaults)
+#include "tst_worker_faults.moc"
