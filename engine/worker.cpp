@@ -41,6 +41,18 @@ void toWorkerIds(std::vector<double> &v, const QList<int> &members, int world)
     v = std::move(out);
 }
 
+// This worker's evaluation; the caller fills in the group's figures.
+protocol::EvalRecord evalRecord(int worker, qint64 round, double t, const EvalResult &local)
+{
+    protocol::EvalRecord e;
+    e.worker = worker;
+    e.round = round;
+    e.t = t;
+    e.accuracy = local.accuracy();
+    e.loss = local.loss();
+    return e;
+}
+
 // The per-round agreement: each worker writes its slot, a sum all-reduce
 // gives everyone every slot. Flags are agreed when any worker raises them.
 class ControlExchange {
@@ -154,18 +166,20 @@ void Worker::setState(const char *s)
         m_hooks.state(QString::fromLatin1(s));
 }
 
+void Worker::requestStop()
+{
+    m_stop = true;
+    std::lock_guard lock(m_groupMutex);  // a worker awaiting a plan wakes to stop
+    m_planArrived.notify_all();
+}
+
 std::optional<protocol::GroupPlan> Worker::awaitPlan(const std::string &why)
 {
     std::unique_lock lock(m_groupMutex);
-    const auto deadline = Clock::now() + kPlanWait;
-    while (!m_nextPlan && !m_stop) {
-        if (m_planArrived.wait_until(lock, std::min(deadline, Clock::now() + std::chrono::milliseconds(200)))
-                == std::cv_status::timeout
-            && Clock::now() >= deadline)
-            throw EngineError(why + "; no new group was formed within "
-                              + std::to_string(std::chrono::seconds(kPlanWait).count())
-                              + " s (is the control center attached?)");
-    }
+    if (!m_planArrived.wait_for(lock, kPlanWait, [this] { return m_nextPlan || m_stop; }))
+        throw EngineError(why + "; no new group was formed within "
+                          + std::to_string(std::chrono::seconds(kPlanWait).count())
+                          + " s (is the control center attached?)");
     if (m_stop)
         return std::nullopt;
     m_plan = *m_nextPlan;
@@ -256,11 +270,9 @@ WorkerResult Worker::run()
             // Stopped while no group exists: report this replica alone.
             const EvalResult local = trainer.evaluate();
             auto &e = progress.result.finalEval;
-            e.worker = m_spec.rank;
-            e.round = progress.result.rounds;
-            e.t = progress.elapsed();
-            e.accuracy = e.globalAccuracy = local.accuracy();
-            e.loss = e.globalLoss = local.loss();
+            e = evalRecord(m_spec.rank, progress.result.rounds, progress.elapsed(), local);
+            e.globalAccuracy = e.accuracy;
+            e.globalLoss = e.loss;
             e.samples = int(local.count);
             e.final = true;
             e.primary = true;
@@ -294,12 +306,7 @@ Worker::GroupEnd Worker::train(Comm &comm, Trainer &trainer, LinkEmulator &emula
         auto sums = torch::tensor({double(local.correct), double(local.count), local.lossSum}, torch::kDouble);
         comm.allreduceSum(sums);
         const auto *s = sums.data_ptr<double>();
-        protocol::EvalRecord e;
-        e.worker = id;
-        e.round = result.rounds;
-        e.t = elapsed();
-        e.accuracy = local.accuracy();
-        e.loss = local.loss();
+        protocol::EvalRecord e = evalRecord(id, result.rounds, elapsed(), local);
         e.globalAccuracy = s[1] > 0 ? s[0] / s[1] : 0;
         e.globalLoss = s[1] > 0 ? s[2] / s[1] : 0;
         e.samples = int(s[1]);

@@ -59,7 +59,7 @@ public:
     // Blocking; throws EngineError with a user-facing message.
     WorkerResult run();
 
-    void requestStop() { m_stop = true; }
+    void requestStop();
     void setPaused(bool paused) { m_pause = paused; }
     void requestMerge() { m_merge = true; }
     void setSlowdown(double factor) { m_slowdown = factor < 1 ? 1 : factor; }
