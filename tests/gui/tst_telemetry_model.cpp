@@ -65,7 +65,7 @@ void TestTelemetryModel::catchUpAddsOnlyNewRecords()
     core::TelemetryModel model;
     protocol::TelemetryBatch first;
     first.rounds = {round(0, 0, 3), round(1, 0, 3), round(2, 0, 3)};
-    first.evals = {{0, 0, 0.5, 0.60, 1.0, 0.62, 1.0, 100, false}, {1, 0, 0.5, 0.70, 1.0, 0.62, 1.0, 100, false}};
+    first.evals = {{0, 0, 0.5, 0.60, 1.0, 0.62, 1.0, 100, false, true}, {1, 0, 0.5, 0.70, 1.0, 0.62, 1.0, 100, false, false}};
     data.add(first);
     model.catchUp(data);
     QCOMPARE(model.workers(), 3);

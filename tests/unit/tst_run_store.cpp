@@ -87,7 +87,7 @@ void fillRun(core::RunData &data, int rounds)
         }
         if (i % 25 == 0) {
             for (int w = 0; w < 3; ++w)
-                b.evals.append({w, i, i / 64.0, 0.5 + i / 4000.0, 1.0 - i / 4000.0, 0.55 + i / 4000.0, 0.9, 3000, false});
+                b.evals.append({w, i, i / 64.0, 0.5 + i / 4000.0, 1.0 - i / 4000.0, 0.55 + i / 4000.0, 0.9, 3000, false, w == 0});
         }
         if (i % 100 == 50)
             b.merges.append({i, i / 64.0, 0, 2, 0.4, 0.6, 0.5, i == 150});
@@ -562,7 +562,7 @@ void TestRunStore::oneHourEightWorkerRunStaysSmall()
         }
         if (s % 2 == 0) {
             for (int w = 0; w < workers; ++w)
-                b.evals.append({w, round, double(s), 0.8, 0.5, 0.8, 0.5, 1250, false});
+                b.evals.append({w, round, double(s), 0.8, 0.5, 0.8, 0.5, 1250, false, w == 0});
         }
         data.add(b);
         QVERIFY(rec.flush());
