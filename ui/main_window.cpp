@@ -99,6 +99,14 @@ MainWindow::MainWindow(QWidget *parent)
 
     core::RunSession &session = m_controller.session();
     connect(&session, &core::RunSession::workerStateChanged, m_workers, &WorkerStatusList::setState);
+    connect(&session, &core::RunSession::workerStateChanged, this, &MainWindow::updateActions);
+    connect(m_workers, &QTreeWidget::itemSelectionChanged, this, &MainWindow::updateActions);
+    connect(&session, &core::RunSession::groupChanged, this, [this](int generation, const QList<int> &members) {
+        QStringList ids;
+        for (int w : members)
+            ids << QString::number(w);
+        log(tr("Group generation %1: workers %2 train together").arg(generation).arg(ids.join(QStringLiteral(", "))));
+    });
     connect(&session, &core::RunSession::heartbeat, m_workers, &WorkerStatusList::noteHeartbeat);
     connect(&session, &core::RunSession::mergeObserved, this, &MainWindow::onMerge);
     connect(&m_controller, &RunController::message, this, &MainWindow::log);
@@ -168,6 +176,9 @@ void MainWindow::buildActions()
     m_start->setToolTip(tr("Start the run (F5)"));
     m_pause->setToolTip(tr("Pause or resume every worker (F6)"));
     m_stop->setToolTip(tr("Stop the run; workers finish their round and report (Shift+F5)"));
+    m_restartWorker = new QAction(icon("start"), tr("Restart &worker"), this);
+    m_restartWorker->setToolTip(tr("Restart the selected lost worker's local agent; it rejoins with the best worker's model"));
+    connect(m_restartWorker, &QAction::triggered, this, [this] { m_controller.restartWorker(m_workers->selectedWorker()); });
     m_merge->setToolTip(tr("Knowledge transfer now: merge the best worker's model into the others (Ctrl+M)"));
     connect(m_start, &QAction::triggered, this, &MainWindow::start);
     connect(m_stop, &QAction::triggered, &m_controller, &RunController::stop);
@@ -215,7 +226,7 @@ void MainWindow::buildActions()
     file->addSeparator();
     file->addAction(quit);
     QMenu *run = menuBar()->addMenu(tr("&Run"));
-    for (QAction *a : {m_start, m_pause, m_stop, m_merge})
+    for (QAction *a : {m_start, m_pause, m_stop, m_merge, m_restartWorker})
         run->addAction(a);
     QMenu *view = m_viewMenu = menuBar()->addMenu(tr("&View"));
     const QList<std::pair<QString, Page>> pages = {{tr("&Cluster"), Page::Cluster}, {tr("&Job"), Page::Job},
@@ -242,6 +253,7 @@ void MainWindow::buildActions()
         bar->addAction(a);
     bar->addSeparator();
     bar->addAction(m_merge);
+    bar->addAction(m_restartWorker);
 }
 
 void MainWindow::buildDocks()
@@ -252,6 +264,8 @@ void MainWindow::buildDocks()
     auto *layout = new QVBoxLayout(panel);
     layout->setContentsMargins(4, 4, 4, 4);
     layout->addWidget(m_workers, 1);
+    m_workers->setContextMenuPolicy(Qt::ActionsContextMenu);
+    m_workers->addAction(m_restartWorker);
     layout->addWidget(m_live);
     workersDock->setWidget(panel);
     addDockWidget(Qt::RightDockWidgetArea, workersDock);
@@ -481,6 +495,7 @@ void MainWindow::updateActions()
     m_pause->setEnabled(running);
     m_stop->setEnabled(running || phase == RunController::Phase::StartingAgents);
     m_merge->setEnabled(running);
+    m_restartWorker->setEnabled(m_controller.canRestartWorker(m_workers->selectedWorker()));
     m_live->setEnabled(running);
     m_cluster->setEnabled(!m_controller.isActive());
     m_job->setEnabled(!m_controller.isActive());
@@ -515,6 +530,13 @@ void MainWindow::updateStatus()
                                                      .arg(rate, 0, 'f', 0)
                                                      .arg(best < 0 ? tr("—") : tr("%1 %").arg(best, 0, 'f', 1))
                                                      .arg(model.mergeCount()));
+    const core::RunSession &session = m_controller.session();
+    if (model.workers() > 0 && session.generation() > 0 && m_controller.isActive())
+        m_statsLabel->setText(m_statsLabel->text()
+                              + tr(" · %1 of %2 workers (group generation %3)")
+                                    .arg(session.members().size())
+                                    .arg(model.workers())
+                                    .arg(session.generation()));
     m_workers->refresh(model);
 }
 

@@ -48,6 +48,7 @@ public:
     QAction *pauseAction() const { return m_pause; }
     QAction *stopAction() const { return m_stop; }
     QAction *mergeAction() const { return m_merge; }
+    QAction *restartWorkerAction() const { return m_restartWorker; }
     QString statusText() const;
     // Writes a stored run's report to `path` (format from its extension:
     // .html, .pdf, .json, else a CSV folder); returns the error or empty.
@@ -91,7 +92,7 @@ private:
     QLabel *m_banner;
     QLabel *m_phaseLabel;
     QLabel *m_statsLabel;
-    QAction *m_start, *m_pause, *m_stop, *m_merge;
+    QAction *m_start, *m_pause, *m_stop, *m_merge, *m_restartWorker;
     QMenu *m_viewMenu = nullptr;
     QString m_problem;
     bool m_mergePending = false;

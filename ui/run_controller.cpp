@@ -5,6 +5,7 @@
 #include <deployer.h>
 #include <handshake.h>
 #include <local_cluster.h>
+#include <local_rejoin.h>
 
 #include <QHostAddress>
 #include <QJsonArray>
@@ -64,6 +65,8 @@ void RunController::startLocal(const core::JobRequest &request)
     });
     prepareRecording(QJsonObject{{"kind", "local"}, {"workers", request.workers}, {"emulation", request.spec.emulation}});
     connect(m_cluster.get(), &core::LocalCluster::ready, this, [this] {
+        m_rejoin = std::make_unique<core::LocalRejoin>(m_cluster.get(), &m_session);
+        connect(m_rejoin.get(), &core::LocalRejoin::message, this, &RunController::message);
         m_session.start(m_request.spec, m_cluster->endpoints(), m_secret, core::LocalCluster::kHost, core::pickFreePort());
         setPhase(Phase::Running);
         Q_EMIT runStarted(m_cluster->size());
@@ -195,6 +198,19 @@ void RunController::fail(const QString &reason)
     Q_EMIT ended(false, reason);
 }
 
+void RunController::restartWorker(int worker)
+{
+    if (m_rejoin)
+        m_rejoin->restart(worker);
+    else
+        Q_EMIT message(tr("Only workers of the embedded local cluster can be restarted from here; restart a remote worker's agent on its host."));
+}
+
+bool RunController::canRestartWorker(int worker) const
+{
+    return m_rejoin && m_rejoin->canRestart(worker);
+}
+
 void RunController::releaseAgents()
 {
     if (m_deployer) {
@@ -210,6 +226,7 @@ void RunController::releaseAgents()
     // a grace period is killed when the cluster is deleted. No blocking wait
     // here: the window stays responsive whatever the agents do.
     m_session.shutdownAgents();
+    m_rejoin.reset();
     core::LocalCluster *cluster = m_cluster.release();
     cluster->setParent(this);
     QTimer::singleShot(kAgentGraceMs, cluster, &QObject::deleteLater);

@@ -13,6 +13,7 @@
 namespace dlion::core {
 class Deployer;
 class LocalCluster;
+class LocalRejoin;
 }
 
 namespace dlion::ui {
@@ -41,6 +42,9 @@ public:
     void answerHostKey(const QString &host, bool accept);
     void answerPassword(const QString &host, const QString &password);
     void stop();
+    // Restarts a lost worker's local agent and lets it rejoin the group.
+    void restartWorker(int worker);
+    bool canRestartWorker(int worker) const;
     void pause();
     void resume();
 
@@ -79,6 +83,7 @@ private:
     core::RunStore m_store;
     core::RunRecorder m_recorder{&m_store};
     std::unique_ptr<core::LocalCluster> m_cluster;
+    std::unique_ptr<core::LocalRejoin> m_rejoin;  // with m_cluster, once its agents listen
     core::Deployer *m_deployer = nullptr;  // owned; deleted once its agents are stopped
     core::JobRequest m_request;
     QByteArray m_secret;

@@ -36,7 +36,8 @@ WorkerStatusList::WorkerStatusList(QWidget *parent) : QTreeWidget(parent)
     setSelectionMode(QAbstractItemView::SingleSelection);
     header()->setSectionResizeMode(QHeaderView::ResizeToContents);
     header()->setStretchLastSection(true);
-    setToolTip(tr("Workers of the current run. A worker whose agent stops answering shows as lost."));
+    setToolTip(tr("Workers of the current run. A worker whose agent stops answering shows as lost;\n"
+                  "the others regroup and train on. Right-click a lost local worker to restart it."));
 }
 
 void WorkerStatusList::reset(int workers)
@@ -67,6 +68,11 @@ void WorkerStatusList::setState(int worker, const QString &state)
 QString WorkerStatusList::state(int worker) const
 {
     return worker >= 0 && worker < m_states.size() ? m_states[worker] : QString();
+}
+
+int WorkerStatusList::selectedWorker() const
+{
+    return currentItem() && currentItem()->isSelected() ? indexOfTopLevelItem(currentItem()) : -1;
 }
 
 void WorkerStatusList::noteHeartbeat(int worker)

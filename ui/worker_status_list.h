@@ -23,6 +23,8 @@ public:
     // Refreshes the numbers from the model and the heartbeat ages.
     void refresh(const core::TelemetryModel &model);
     QString state(int worker) const;
+    // The selected worker's id, or -1.
+    int selectedWorker() const;
 
 private:
     QList<QElapsedTimer> m_lastBeat;

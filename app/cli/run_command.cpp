@@ -106,6 +106,8 @@ int RunCommand::exec(const QStringList &args)
     parser.addOption({"quiet", "Print only the summary."});
     parser.addOption({"cluster", "Deploy agents to the hosts of this cluster file over SSH instead of local workers.", "FILE"});
     parser.addOption({"accept-new-host-keys", "With --cluster: trust and record host keys not yet known."});
+    parser.addOption({"restart-lost", "Restart a lost local worker's agent S seconds after the loss and let it\n"
+                                      "rejoin the group (at most 3 times per worker).", "S"});
     parser.addOption({"store", "Run store to record the run in (default: $DLION_STORE or the user's data directory).", "PATH"});
     for (const FlagSpec &f : kFlags)
         parser.addOption({QString::fromLatin1(f.flag), QString::fromLatin1(f.help), QString::fromLatin1(f.value)});
@@ -174,6 +176,15 @@ int RunCommand::exec(const QStringList &args)
         overrides.insert("emulation." + it.key(), it.value());
     for (auto it = options.begin(); it != options.end(); ++it)
         overrides.insert("strategy_options." + it.key(), it.value());
+    if (parser.isSet("restart-lost")) {
+        bool ok = false;
+        const double s = parser.value("restart-lost").toDouble(&ok);
+        if (!ok || s < 0 || s > 3600 || parser.isSet("cluster")) {
+            err() << "dlion run: --restart-lost takes 0 to 3600 seconds and works on the local cluster only (not with --cluster)\n";
+            return 2;
+        }
+        m_restartLostMs = int(s * 1000);
+    }
     if (parser.isSet("cluster")) {
         m_remote = std::make_unique<ConsoleDeployer>();
         QString clusterError;
@@ -241,6 +252,9 @@ int RunCommand::exec(const QStringList &args)
 
 void RunCommand::onClusterReady()
 {
+    m_rejoin = std::make_unique<core::LocalRejoin>(&m_cluster, &m_session);
+    m_rejoin->setAutomatic(m_restartLostMs);
+    connect(m_rejoin.get(), &core::LocalRejoin::message, this, [](const QString &m) { err() << m << "\n"; err().flush(); });
     m_session.start(m_request.spec, m_cluster.endpoints(), m_secret, core::LocalCluster::kHost, core::pickFreePort());
 }
 
@@ -256,7 +270,7 @@ void RunCommand::printProgress(bool force)
     QStringList perWorker;
     for (int w = 0; w < d.workers(); ++w) {
         const auto *r = d.lastRound(w);
-        if (!r) {
+        if (!r || !d.lostReason(w).isEmpty()) {
             perWorker << QStringLiteral("w%1 %2").arg(w).arg(m_session.workerState(w));
             continue;
         }

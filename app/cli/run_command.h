@@ -4,6 +4,7 @@
 
 #include <job_builder.h>
 #include <local_cluster.h>
+#include <local_rejoin.h>
 #include <run_recorder.h>
 #include <run_session.h>
 #include <run_store.h>
@@ -42,6 +43,8 @@ private:
     core::LocalCluster m_cluster;
     core::RunSession m_session;
     std::unique_ptr<ConsoleDeployer> m_remote;  // set with --cluster
+    std::unique_ptr<core::LocalRejoin> m_rejoin;
+    int m_restartLostMs = -1;  // --restart-lost
     core::RunStore m_store;
     core::RunRecorder m_recorder{&m_store};
     QTimer m_progressTimer;

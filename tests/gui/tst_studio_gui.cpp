@@ -41,7 +41,7 @@ private Q_SLOTS:
     void liveSlowdownReachesTheWorker();
     void stopEndsTheRun();
     void darkPaletteRethemesThePlots();
-    void lostAgentShowsAsLost();
+    void lostWorkerRegroupsAndRestarts();
     void cleanupTestCase();
 
 private:
@@ -279,18 +279,41 @@ void TestStudioGui::darkPaletteRethemesThePlots()
     qApp->setPalette(light);
 }
 
-void TestStudioGui::lostAgentShowsAsLost()
+void TestStudioGui::lostWorkerRegroupsAndRestarts()
 {
     click(m_window->startAction());
     ui::RunController *run = m_window->controller();
+    const core::RunSession &session = run->session();
     QTRY_VERIFY_WITH_TIMEOUT(run->phase() == Phase::Running && m_window->workerList()->state(2) == "running", 60000);
-    QTRY_VERIFY_WITH_TIMEOUT(run->localCluster() && run->session().data().rounds(2).size() > 5, 60000);
+    QTRY_VERIFY_WITH_TIMEOUT(run->localCluster() && session.data().rounds(2).size() > 5, 60000);
     run->localCluster()->kill(2);
     QTRY_VERIFY_WITH_TIMEOUT(m_window->workerList()->state(2) == "lost", 30000);
-    QTRY_VERIFY_WITH_TIMEOUT(run->phase() == Phase::Failed, 60000);
-    // The window keeps serving events and can start again.
-    QTRY_VERIFY_WITH_TIMEOUT(m_window->startAction()->isEnabled(), 5000);
+    // The others regroup without it and train on; the run does not fail.
+    QTRY_COMPARE_WITH_TIMEOUT(session.members(), (QList<int>{0, 1}), 30000);
+    const qint64 roundAtLoss = session.data().lastRound(0)->round;
+    auto log = [this] { return m_window->findChild<QPlainTextEdit *>(QStringLiteral("log"))->toPlainText(); };
+    QTRY_VERIFY2_WITH_TIMEOUT(session.data().lastRound(0)->round > roundAtLoss + 5, qPrintable(log()), 60000);
+    QCOMPARE(run->phase(), Phase::Running);
+    QVERIFY2(log().contains("Group generation 1: workers 0, 1 train together"), qPrintable(log()));
     screenshot(QStringLiteral("dashboard-lost-worker"));
+
+    // Restart is offered for the lost worker only.
+    m_window->workerList()->setCurrentItem(m_window->workerList()->topLevelItem(1));
+    QVERIFY(!m_window->restartWorkerAction()->isEnabled());
+    m_window->workerList()->setCurrentItem(m_window->workerList()->topLevelItem(2));
+    QTRY_VERIFY_WITH_TIMEOUT(m_window->restartWorkerAction()->isEnabled(), 5000);
+    click(m_window->restartWorkerAction());
+    QTRY_COMPARE_WITH_TIMEOUT(session.members(), (QList<int>{0, 1, 2}), 30000);
+    QCOMPARE(session.generation(), 2);
+    QTRY_VERIFY_WITH_TIMEOUT(m_window->workerList()->state(2) == "running", 30000);
+    const qsizetype before = session.data().rounds(2).size();
+    QTRY_VERIFY_WITH_TIMEOUT(session.data().rounds(2).size() > before + 5, 60000);
+    QVERIFY(!m_window->restartWorkerAction()->isEnabled());
+
+    click(m_window->stopAction());
+    QTRY_VERIFY_WITH_TIMEOUT(run->phase() == Phase::Finished || run->phase() == Phase::Failed, 60000);
+    QVERIFY2(run->phase() == Phase::Finished, qPrintable(m_window->statusText()));
+    QTRY_VERIFY_WITH_TIMEOUT(m_window->startAction()->isEnabled(), 5000);
 }
 
 void TestStudioGui::cleanupTestCase()

@@ -1,4 +1,5 @@
 // Real dlion-agent processes on loopback training real Fashion-MNIST.
+#include "child_processes.h"
 #include "cluster_fixture.h"
 
 #include <QDir>
@@ -143,30 +144,6 @@ void TestLocalCluster::cliRunWritesSummaryAndRejectsBadFlags()
     QVERIFY(p.readAllStandardError().contains("\"strategy\""));
 }
 
-namespace {
-QList<qint64> childPids(qint64 pid)
-{
-    QList<qint64> out;
-    QDir tasks(QString("/proc/%1/task").arg(pid));
-    for (const QString &tid : tasks.entryList(QDir::Dirs | QDir::NoDotAndDotDot)) {
-        QFile f(tasks.filePath(tid + "/children"));
-        if (f.open(QIODevice::ReadOnly)) {
-            for (const QByteArray &c : f.readAll().split(' ')) {
-                if (!c.trimmed().isEmpty())
-                    out.append(c.trimmed().toLongLong());
-            }
-        }
-    }
-    return out;
-}
-
-bool alive(qint64 pid)
-{
-    // A zombie has exited; only its parent's wait() is missing.
-    QFile f(QString("/proc/%1/stat").arg(pid));
-    return f.open(QIODevice::ReadOnly) && !f.readAll().contains(") Z ");
-}
-} // namespace
 
 void TestLocalCluster::idleAgentExitsByItself()
 {
@@ -206,7 +183,7 @@ void TestLocalCluster::agentsNeverOutliveTheCli()
     // Wait until the agents train (the progress table shows their rates).
     QByteArray seen;
     QTRY_VERIFY_WITH_TIMEOUT((seen += p.readAllStandardOutput()).contains("samples/s"), 60000);
-    const QList<qint64> agents = childPids(p.processId());
+    const QList<qint64> agents = test::childPids(p.processId());
     QCOMPARE(agents.size(), 3);
     ::kill(pid_t(p.processId()), signal);
     QVERIFY(p.waitForFinished(60000));
@@ -216,7 +193,7 @@ void TestLocalCluster::agentsNeverOutliveTheCli()
         QVERIFY(QFile::exists(QDir(out.path()).filePath("summary.json")));
     }
     for (qint64 pid : agents)
-        QTRY_VERIFY_WITH_TIMEOUT(!alive(pid), 15000);
+        QTRY_VERIFY_WITH_TIMEOUT(!test::alive(pid), 15000);
 }
 
 QTEST_GUILESS_MAIN(TestLocalCluster)

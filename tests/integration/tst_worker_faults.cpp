@@ -1,7 +1,13 @@
 // Worker loss and rejoin on real dlion-agent processes: an agent is killed
 // with SIGKILL mid-run, the survivors re-form the group and train on, and a
 // restarted agent rejoins with the best worker's parameters.
+#include "child_processes.h"
 #include "cluster_fixture.h"
+
+#include <QProcess>
+#include <QTemporaryDir>
+
+#include <csignal>
 
 #include <map>
 #include <set>
@@ -48,6 +54,7 @@ private Q_SLOTS:
     void survivorsRegroupAfterSigkill();
     void restartedWorkerRejoinsWithCurrentParameters();
     void lostWorkerStopsRunWhenNotElastic();
+    void cliRestartsLostWorker();
 };
 
 void TestWorkerFaults::survivorsRegroupAfterSigkill()
@@ -143,6 +150,35 @@ void TestWorkerFaults::lostWorkerStopsRunWhenNotElastic()
     QVERIFY(!run.ok);
     QVERIFY2(run.message.contains("worker 1 lost"), qPrintable(run.message));
     QCOMPARE(s.generation(), 0);
+}
+
+void TestWorkerFaults::cliRestartsLostWorker()
+{
+    QTemporaryDir out;
+    QProcess p;
+    p.start(qEnvironmentVariable("DLION_CLI"), {"run", "--workers", "3", "--strategy", "dlion", "--model", "mlp", "--seconds", "25",
+                                                "--restart-lost", "1", "--option", "timeout_s=10", "--out", out.path()});
+    QVERIFY(p.waitForStarted());
+    QByteArray stdoutSeen, stderrSeen;
+    QTRY_VERIFY_WITH_TIMEOUT((stdoutSeen += p.readAllStandardOutput()).contains("samples/s"), 60000);
+    const QList<qint64> agents = test::childPids(p.processId());
+    QCOMPARE(agents.size(), 3);
+    ::kill(pid_t(agents[1]), SIGKILL);
+    // Lost, the others regroup, the agent is restarted and rejoins.
+    QTRY_VERIFY_WITH_TIMEOUT((stderrSeen += p.readAllStandardError()).contains("rejoined"), 60000);
+    QVERIFY2(stderrSeen.contains("lost") && stderrSeen.contains("restarting worker"), stderrSeen.constData());
+    QVERIFY(p.waitForFinished(90000));
+    stdoutSeen += p.readAllStandardOutput();
+    QVERIFY2(p.exitCode() == 0, (stdoutSeen + p.readAllStandardError()).constData());
+    QVERIFY(stdoutSeen.contains("run finished"));
+    QVERIFY(QFile::exists(QDir(out.path()).filePath("summary.json")));
+
+    // Bad values are refused before anything starts.
+    QProcess bad;
+    bad.start(qEnvironmentVariable("DLION_CLI"), {"run", "--restart-lost", "soon", "--out", out.path()});
+    QVERIFY(bad.waitForFinished(30000));
+    QCOMPARE(bad.exitCode(), 2);
+    QVERIFY(bad.readAllStandardError().contains("--restart-lost"));
 }
 
 QTEST_GUILESS_MAIN(TestWorkerFaults)
