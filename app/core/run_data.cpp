@@ -3,8 +3,15 @@
 #include <QJsonArray>
 
 #include <algorithm>
+#include <atomic>
 
 namespace dlion::core {
+
+quint64 RunData::nextResetId()
+{
+    static std::atomic<quint64> next{0};
+    return ++next;
+}
 
 void RunData::reset(const protocol::JobSpec &job, int workers)
 {

@@ -24,6 +24,9 @@ public:
     void markStarted() { m_started = QDateTime::currentDateTimeUtc(); }
     void markEnded(bool ok, const QString &message);
 
+    // Changes with every reset(), unique across RunData objects: a view that
+    // caught up with another id must start over.
+    quint64 resetId() const { return m_resetId; }
     const protocol::JobSpec &job() const { return m_job; }
     int workers() const { return int(m_rounds.size()); }
     const QList<protocol::RoundRecord> &rounds(int worker) const { return m_rounds[worker]; }
@@ -57,6 +60,9 @@ public:
     }
 
 private:
+    static quint64 nextResetId();
+
+    quint64 m_resetId = nextResetId();
     protocol::JobSpec m_job;
     QList<QList<protocol::RoundRecord>> m_rounds;
     QList<protocol::EvalRecord> m_evals;

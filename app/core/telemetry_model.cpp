@@ -28,6 +28,7 @@ void TelemetryModel::reset(int workers)
     m_seenRounds.assign(std::size_t(m_workers), 0);
     m_seenEvals = 0;
     m_seenMerges = 0;
+    m_dataId = 0;
     ++m_epoch;
     ++m_revision;
 }
@@ -51,8 +52,10 @@ void TelemetryModel::append(const protocol::TelemetryBatch &batch)
 
 void TelemetryModel::catchUp(const RunData &data)
 {
-    if (data.workers() != m_workers)
+    if (data.workers() != m_workers || data.resetId() != m_dataId) {
         reset(data.workers());
+        m_dataId = data.resetId();
+    }
     protocol::TelemetryBatch fresh;
     for (int w = 0; w < m_workers; ++w) {
         const auto &rounds = data.rounds(w);

@@ -68,7 +68,8 @@ private:
     QList<protocol::MergeEvent> m_merges;
     qint64 m_mergeCount = 0;
     qint64 m_roundCount = 0;
-    // How much of a RunData was consumed by catchUp().
+    // Which RunData (reset id), and how much of it, catchUp() consumed.
+    quint64 m_dataId = 0;
     std::vector<qsizetype> m_seenRounds;
     qsizetype m_seenEvals = 0;
     qsizetype m_seenMerges = 0;

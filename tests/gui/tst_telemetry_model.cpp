@@ -13,6 +13,7 @@ class TestTelemetryModel : public QObject {
 private Q_SLOTS:
     void seriesStayBoundedAndCountEverything();
     void catchUpAddsOnlyNewRecords();
+    void catchUpStartsOverOnANewRun();
 };
 
 namespace {
@@ -87,6 +88,35 @@ void TestTelemetryModel::catchUpAddsOnlyNewRecords()
     QCOMPARE(model.mergeCount(), 1);
     QVERIFY(model.recentMerges().first().manual);
     QCOMPARE(model.merges().lastY(), 70.0);
+}
+
+void TestTelemetryModel::catchUpStartsOverOnANewRun()
+{
+    protocol::JobSpec job;
+    job.budget.seconds = 1;
+    core::RunData data;
+    data.reset(job, 2);
+    protocol::TelemetryBatch longRun;
+    for (qint64 r = 0; r < 50; ++r)
+        longRun.rounds += {round(0, r, 2), round(1, r, 2)};
+    data.add(longRun);
+    core::TelemetryModel model;
+    model.catchUp(data);
+    QCOMPARE(model.series(Metric::Loss, 0).total(), 50);
+    const quint64 epoch = model.epoch();
+
+    // The next run reuses the same RunData with as many workers: the model
+    // must drop the old run, not wait until the new one outgrows it.
+    data.reset(job, 2);
+    protocol::TelemetryBatch fresh;
+    fresh.rounds = {round(0, 0, 2), round(0, 1, 2), round(1, 0, 2)};
+    data.add(fresh);
+    model.catchUp(data);
+    QVERIFY(model.epoch() != epoch);
+    QCOMPARE(model.series(Metric::Loss, 0).total(), 2);
+    QCOMPARE(model.series(Metric::Loss, 1).total(), 1);
+    QCOMPARE(model.lastRound(0)->round, 1);
+    QCOMPARE(model.roundCount(), 3);
 }
 
 QTEST_GUILESS_MAIN(TestTelemetryModel)
