@@ -10,37 +10,65 @@ namespace dlion::core {
 
 namespace {
 
-QJsonValue fromYaml(const YAML::Node &node)
-{
-    switch (node.Type()) {
-    case YAML::NodeType::Map: {
-        QJsonObject o;
-        for (const auto &kv : node)
-            o.insert(QString::fromStdString(kv.first.as<std::string>()), fromYaml(kv.second));
-        return o;
-    }
-    case YAML::NodeType::Sequence: {
-        QJsonArray a;
-        for (const auto &item : node)
-            a.append(fromYaml(item));
-        return a;
-    }
-    case YAML::NodeType::Scalar: {
-        const std::string s = node.Scalar();
-        if (node.Tag() == "!")  // quoted: always a string
+// Job and cluster files are small; these bounds turn an alias bomb (a few
+// lines that expand exponentially) or absurd nesting into an error.
+constexpr int kMaxNodes = 100000;
+constexpr int kMaxDepth = 64;
+constexpr qint64 kMaxFileBytes = 1 << 20;
+
+struct YamlReader {
+    int nodes = 0;
+    QString error;
+
+    QJsonValue read(const YAML::Node &node, int depth)
+    {
+        if (!error.isEmpty())
+            return {};
+        if (++nodes > kMaxNodes || depth > kMaxDepth) {
+            error = nodes > kMaxNodes ? QStringLiteral("more than %1 values (aliases expanding without end?)").arg(kMaxNodes)
+                                      : QStringLiteral("nested deeper than %1 levels").arg(kMaxDepth);
+            return {};
+        }
+        switch (node.Type()) {
+        case YAML::NodeType::Map: {
+            QJsonObject o;
+            for (const auto &kv : node) {
+                if (!kv.first.IsScalar()) {
+                    error = QStringLiteral("line %1: a field name must be plain text").arg(kv.first.Mark().line + 1);
+                    return {};
+                }
+                const QString key = QString::fromStdString(kv.first.Scalar());
+                if (o.contains(key)) {
+                    error = QStringLiteral("line %1: field \"%2\" appears twice").arg(kv.first.Mark().line + 1).arg(key);
+                    return {};
+                }
+                o.insert(key, read(kv.second, depth + 1));
+            }
+            return o;
+        }
+        case YAML::NodeType::Sequence: {
+            QJsonArray a;
+            for (const auto &item : node)
+                a.append(read(item, depth + 1));
+            return a;
+        }
+        case YAML::NodeType::Scalar: {
+            const std::string s = node.Scalar();
+            if (node.Tag() == "!")  // quoted: always a string
+                return QString::fromStdString(s);
+            if (s == "true" || s == "false")
+                return s == "true";
+            bool ok = false;
+            const double d = QString::fromStdString(s).toDouble(&ok);
+            if (ok)
+                return d;
             return QString::fromStdString(s);
-        if (s == "true" || s == "false")
-            return s == "true";
-        bool ok = false;
-        const double d = QString::fromStdString(s).toDouble(&ok);
-        if (ok)
-            return d;
-        return QString::fromStdString(s);
+        }
+        default:
+            return QJsonValue::Null;
+        }
     }
-    default:
-        return QJsonValue::Null;
-    }
-}
+};
 
 } // namespace
 
@@ -49,6 +77,10 @@ std::optional<QJsonObject> readStructuredFile(const QString &path, QString *erro
     QFile f(path);
     if (!f.open(QIODevice::ReadOnly)) {
         *error = QStringLiteral("cannot read %1: %2").arg(path, f.errorString());
+        return std::nullopt;
+    }
+    if (f.size() > kMaxFileBytes) {
+        *error = QStringLiteral("%1 is %2 bytes; a job or cluster file is at most %3").arg(path).arg(f.size()).arg(kMaxFileBytes);
         return std::nullopt;
     }
     const QByteArray text = f.readAll();
@@ -75,7 +107,13 @@ std::optional<QJsonObject> readStructuredFile(const QString &path, QString *erro
             *error = QStringLiteral("%1: the top level must be a mapping of fields").arg(path);
             return std::nullopt;
         }
-        return fromYaml(root).toObject();
+        YamlReader reader;
+        const QJsonObject object = reader.read(root, 0).toObject();
+        if (!reader.error.isEmpty()) {
+            *error = QStringLiteral("%1: %2").arg(path, reader.error);
+            return std::nullopt;
+        }
+        return object;
     } catch (const YAML::Exception &e) {
         *error = QStringLiteral("%1:%2: invalid YAML: %3").arg(path).arg(e.mark.line + 1).arg(QString::fromStdString(e.msg));
         return std::nullopt;
