@@ -2,6 +2,8 @@
 #include "main_window.h"
 #include "studio_resources.h"
 
+#include <command_line.h>
+
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QIcon>
@@ -14,11 +16,17 @@ int main(int argc, char *argv[])
     QApplication::setApplicationDisplayName(QStringLiteral("DLion Studio"));
     QApplication::setApplicationVersion(QStringLiteral(DLION_VERSION));
     QApplication::setDesktopFileName(QStringLiteral("dlion-studio"));
+    const dlion::cmdline::Page page{
+        QStringLiteral("dlion-studio"), QStringLiteral("the DLion Studio control center"),
+        QStringLiteral("dlion-studio [--help | --version]"),
+        QStringLiteral("Set up a micro-cloud (local workers or SSH hosts), train a model across it and\n"
+                       "watch DLion adapt: live accuracy, compute shares, link bandwidth. Runs are\n"
+                       "recorded in the same run store as the dlion command line."),
+        {QStringLiteral("dlion-studio"), QStringLiteral("QT_QPA_PLATFORM=offscreen dlion-studio --version")},
+        QStringLiteral("0 when the window is closed, 2 bad usage.")};
     QCommandLineParser parser;
-    parser.setApplicationDescription(QStringLiteral("DLion Studio: set up a micro-cloud, train a model across it and watch DLion adapt."));
-    parser.addHelpOption();
-    parser.addVersionOption();
-    parser.process(app);
+    if (int code = 0; !dlion::cmdline::parse(page, parser, app.arguments(), &code))
+        return code;
     dlion::ui::initStudioResources();
     QApplication::setWindowIcon(QIcon(QStringLiteral(":/icons/dlion-studio.svg")));
     dlion::ui::MainWindow window;
