@@ -3,6 +3,7 @@
 #include "agent_server.h"
 
 #include <command_line.h>
+#include <dlion_version.h>
 
 #include <QCommandLineParser>
 #include <QCoreApplication>
@@ -28,7 +29,7 @@ int main(int argc, char **argv)
 {
     QCoreApplication app(argc, argv);
     QCoreApplication::setApplicationName(QStringLiteral("dlion-agent"));
-    QCoreApplication::setApplicationVersion(QStringLiteral(DLION_VERSION));
+    QCoreApplication::setApplicationVersion(QStringLiteral(DLION_VERSION_FULL));
     qRegisterMetaType<dlion::engine::WorkerResult>();
 
     const dlion::cmdline::Page page{

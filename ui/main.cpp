@@ -3,6 +3,7 @@
 #include "studio_resources.h"
 
 #include <command_line.h>
+#include <dlion_version.h>
 
 #include <QApplication>
 #include <QCommandLineParser>
@@ -14,7 +15,7 @@ int main(int argc, char *argv[])
     QApplication::setOrganizationName(QStringLiteral("DLion"));
     QApplication::setApplicationName(QStringLiteral("dlion-studio"));
     QApplication::setApplicationDisplayName(QStringLiteral("DLion Studio"));
-    QApplication::setApplicationVersion(QStringLiteral(DLION_VERSION));
+    QApplication::setApplicationVersion(QStringLiteral(DLION_VERSION_FULL));
     QApplication::setDesktopFileName(QStringLiteral("dlion-studio"));
     const dlion::cmdline::Page page{
         QStringLiteral("dlion-studio"), QStringLiteral("the DLion Studio control center"),

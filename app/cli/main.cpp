@@ -5,6 +5,7 @@
 #include "runs_command.h"
 
 #include <command_line.h>
+#include <dlion_version.h>
 
 #include <QCoreApplication>
 #include <QSocketNotifier>
@@ -45,7 +46,7 @@ int main(int argc, char **argv)
         return dlion::cli::runPlottingCommand(argc, argv);
     QCoreApplication app(argc, argv);
     QCoreApplication::setApplicationName(QStringLiteral("dlion"));
-    QCoreApplication::setApplicationVersion(QStringLiteral(DLION_VERSION));
+    QCoreApplication::setApplicationVersion(QStringLiteral(DLION_VERSION_FULL));
     QStringList args = app.arguments();
     QTextStream err(stderr);
     const dlion::cmdline::Page page{

@@ -2,6 +2,7 @@
 
 #include "store_access.h"
 
+#include <dlion_version.h>
 #include <report_writer.h>
 #include <run_comparison.h>
 
@@ -216,7 +217,7 @@ int runPlottingCommand(int argc, char **argv)
     }
     QApplication app(argc, argv);
     QCoreApplication::setApplicationName(QStringLiteral("dlion"));
-    QCoreApplication::setApplicationVersion(QStringLiteral(DLION_VERSION));
+    QCoreApplication::setApplicationVersion(QStringLiteral(DLION_VERSION_FULL));
     QStringList args = app.arguments();
     const QString command = args.takeAt(1);
     return command == QLatin1String("report") ? reportCommand(args) : compareCommand(args);

@@ -1,5 +1,6 @@
 // Every program and dlion subcommand answers --help with a man-style page,
 // --version with "NAME VERSION", and an unknown option with a clear error.
+#include <dlion_version.h>
 #include <QProcess>
 #include <QTest>
 
@@ -21,6 +22,25 @@ Result runProgram(const QString &program, const QStringList &args)
             QString::fromUtf8(p.readAllStandardError())};
 }
 
+struct Row {
+    QString program;
+    QStringList command; // the subcommand, if any
+    QString name;        // as NAME and the error prefix give it
+};
+
+Row currentRow()
+{
+    QFETCH(QString, program);
+    QFETCH(QStringList, command);
+    QFETCH(QString, name);
+    return {program, command, name};
+}
+
+Result runRow(const Row &row, const QString &option)
+{
+    return runProgram(row.program, row.command + QStringList{option});
+}
+
 } // namespace
 
 class TstCommandLine : public QObject {
@@ -29,8 +49,8 @@ class TstCommandLine : public QObject {
     void addCommands()
     {
         QTest::addColumn<QString>("program");
-        QTest::addColumn<QStringList>("command"); // the subcommand, if any
-        QTest::addColumn<QString>("name");        // as NAME and the error prefix give it
+        QTest::addColumn<QStringList>("command");
+        QTest::addColumn<QString>("name");
         const QString cli = qEnvironmentVariable("DLION_CLI");
         QTest::newRow("dlion") << cli << QStringList() << "dlion";
         for (const char *sub : {"run", "deploy", "stop", "runs", "report", "compare", "tag", "note"})
@@ -45,12 +65,10 @@ private Q_SLOTS:
     void help_data() { addCommands(); }
     void help()
     {
-        QFETCH(QString, program);
-        QFETCH(QStringList, command);
-        QFETCH(QString, name);
-        const Result r = runProgram(program, command + QStringList{QStringLiteral("--help")});
+        const Row row = currentRow();
+        const Result r = runRow(row, QStringLiteral("--help"));
         QCOMPARE(r.code, 0);
-        QVERIFY2(r.out.startsWith(QStringLiteral("NAME\n    %1 - ").arg(name)), qPrintable(r.out.left(200)));
+        QVERIFY2(r.out.startsWith(QStringLiteral("NAME\n    %1 - ").arg(row.name)), qPrintable(r.out.left(200)));
         qsizetype at = 0;
         for (const char *section : {"SYNOPSIS", "DESCRIPTION", "OPTIONS", "EXAMPLES", "EXIT STATUS"}) {
             const qsizetype next = r.out.indexOf(QStringLiteral("\n%1\n    ").arg(QLatin1String(section)), at);
@@ -58,30 +76,26 @@ private Q_SLOTS:
             at = next;
         }
         QVERIFY(r.out.contains(QStringLiteral("--version")));
-        QVERIFY2(r.out.contains(QStringLiteral("\n    ") + name), "an example or the synopsis names the command");
+        QVERIFY2(r.out.contains(QStringLiteral("\n    ") + row.name), "an example or the synopsis names the command");
     }
 
     void version_data() { addCommands(); }
     void version()
     {
-        QFETCH(QString, program);
-        QFETCH(QStringList, command);
-        QFETCH(QString, name);
-        const Result r = runProgram(program, command + QStringList{QStringLiteral("--version")});
+        const Row row = currentRow();
+        const Result r = runRow(row, QStringLiteral("--version"));
         QCOMPARE(r.code, 0);
-        QCOMPARE(r.out, QStringLiteral("%1 %2\n").arg(name.section(QLatin1Char(' '), 0, 0), QStringLiteral(DLION_VERSION)));
+        QCOMPARE(r.out, QStringLiteral("%1 %2\n").arg(row.name.section(QLatin1Char(' '), 0, 0), QStringLiteral(DLION_VERSION_FULL)));
     }
 
     void unknownOption_data() { addCommands(); }
     void unknownOption()
     {
-        QFETCH(QString, program);
-        QFETCH(QStringList, command);
-        QFETCH(QString, name);
-        const Result r = runProgram(program, command + QStringList{QStringLiteral("--no-such-option")});
+        const Row row = currentRow();
+        const Result r = runRow(row, QStringLiteral("--no-such-option"));
         QCOMPARE(r.code, 2);
         QVERIFY(r.out.isEmpty());
-        QVERIFY2(r.err.contains(QStringLiteral("%1: Unknown option 'no-such-option'.\nTry '%1 --help'.").arg(name)),
+        QVERIFY2(r.err.contains(QStringLiteral("%1: Unknown option 'no-such-option'.\nTry '%1 --help'.").arg(row.name)),
                  qPrintable(r.err));
     }
 
