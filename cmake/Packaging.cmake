@@ -19,10 +19,26 @@ set(CPACK_DEBIAN_PACKAGE_SECTION science)
 # dpkg-shlibdeps on the installed binaries; the Qt plugins they load at run
 # time are not linked, so they are listed here.
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+# Installed binaries carry no build-tree RPATH: CMAKE_INSTALL_RPATH is empty,
+# so install strips it; LibTorch and Qt live in the system library directories.
 set(CPACK_DEBIAN_PACKAGE_DEPENDS "libqt6sql6-sqlite, libqt6svg6")
 # The default data set and the font reports draw their text with.
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "dataset-fashion-mnist, fonts-dejavu-core")
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS "openssh-client")
-# Installed binaries carry no build-tree RPATH: CMAKE_INSTALL_RPATH is empty,
-# so install strips it; LibTorch and Qt live in the system library directories.
+
+# Manual pages (section 1), one per program and dlion command, from --help.
+set(DLION_MAN_PAGES)
+file(MAKE_DIRECTORY ${CMAKE_BINARY_DIR}/man)
+foreach(page dlion dlion-agent dlion-studio dlion-run dlion-deploy dlion-stop dlion-runs dlion-report
+             dlion-compare dlion-tag dlion-note)
+  string(REGEX MATCH "^dlion(-agent|-studio)?" program ${page})
+  string(REGEX REPLACE "^dlion-?(agent|studio)?-?" "" command ${page})
+  set(out ${CMAKE_BINARY_DIR}/man/${page}.1)
+  add_custom_command(OUTPUT ${out}
+    COMMAND ${CMAKE_CURRENT_LIST_DIR}/man_page.sh $<TARGET_FILE:${program}> "${command}" ${page} ${PROJECT_VERSION} ${out}
+    DEPENDS ${program} ${CMAKE_CURRENT_LIST_DIR}/man_page.sh VERBATIM)
+  list(APPEND DLION_MAN_PAGES ${out})
+endforeach()
+add_custom_target(man_pages ALL DEPENDS ${DLION_MAN_PAGES})
+install(FILES ${DLION_MAN_PAGES} DESTINATION share/man/man1)
 include(CPack)

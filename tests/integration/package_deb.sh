@@ -8,6 +8,7 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
+cmake --build "$BUILD" --target man_pages >"$TMP/build.log" 2>&1 || { cat "$TMP/build.log"; fail "man pages"; }
 (cd "$BUILD" && cpack -G DEB -B "$TMP/pkg" >"$TMP/cpack.log" 2>&1) || { cat "$TMP/cpack.log"; fail "cpack"; }
 DEB=$(ls "$TMP"/pkg/*.deb)
 echo "package: $(basename "$DEB") ($(stat -c %s "$DEB") bytes)"
@@ -23,12 +24,17 @@ grep -q '^ Recommends: .*dataset-fashion-mnist' <<<"$INFO" || fail "Recommends l
 CONTENTS=$(dpkg-deb --contents "$DEB" | awk '{print $NF}')
 for f in ./usr/bin/dlion ./usr/bin/dlion-agent ./usr/bin/dlion-studio \
          ./usr/share/applications/dlion-studio.desktop \
-         ./usr/share/icons/hicolor/scalable/apps/dlion-studio.svg; do
+         ./usr/share/icons/hicolor/scalable/apps/dlion-studio.svg \
+         ./usr/share/man/man1/dlion.1 ./usr/share/man/man1/dlion-agent.1 ./usr/share/man/man1/dlion-studio.1 \
+         ./usr/share/man/man1/dlion-run.1 ./usr/share/man/man1/dlion-report.1; do
   grep -qx "$f" <<<"$CONTENTS" || fail "package lacks $f"
 done
 
 ROOT="$TMP/root"
 dpkg-deb -x "$DEB" "$ROOT"
+for page in "$ROOT"/usr/share/man/man1/*.1; do
+  grep -qx '.SH EXIT STATUS' "$page" || fail "$(basename "$page") lacks EXIT STATUS"
+done
 desktop-file-validate "$ROOT/usr/share/applications/dlion-studio.desktop" || fail "invalid .desktop file"
 for prog in dlion dlion-agent dlion-studio; do
   bin="$ROOT/usr/bin/$prog"
