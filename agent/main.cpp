@@ -2,6 +2,9 @@
 // the training worker it is given, streams telemetry back.
 #include "agent_server.h"
 
+#include <command_line.h>
+#include <dlion_version.h>
+
 #include <QCommandLineParser>
 #include <QCoreApplication>
 #include <QFile>
@@ -26,23 +29,29 @@ int main(int argc, char **argv)
 {
     QCoreApplication app(argc, argv);
     QCoreApplication::setApplicationName(QStringLiteral("dlion-agent"));
-    QCoreApplication::setApplicationVersion(QStringLiteral(DLION_VERSION));
+    QCoreApplication::setApplicationVersion(QStringLiteral(DLION_VERSION_FULL));
     qRegisterMetaType<dlion::engine::WorkerResult>();
 
-    QCommandLineParser parser;
-    parser.setApplicationDescription(
-        QStringLiteral("DLion training agent. Waits on HOST:PORT for a controller (dlion or dlion-studio)\n"
-                       "that proves it holds the run secret, then trains the job it is sent.\n\n"
+    const dlion::cmdline::Page page{
+        QStringLiteral("dlion-agent"), QStringLiteral("DLion training agent, one per node"),
+        QStringLiteral("dlion-agent [--listen HOST:PORT] [--secret-file FILE] [OPTIONS]"),
+        QStringLiteral("Waits on HOST:PORT for a controller (dlion or dlion-studio) that proves it holds\n"
+                       "the run secret, then trains the job it is sent and streams telemetry back. Prints\n"
+                       "\"dlion-agent listening on HOST:PORT\" once it listens.\n\n"
                        "The secret is read from the environment variable DLION_SECRET, or from\n"
-                       "--secret-file; it never appears on the command line."));
-    parser.addHelpOption();
-    parser.addVersionOption();
+                       "--secret-file; it never appears on the command line. dlion and dlion-studio\n"
+                       "start and stop agents themselves; run it by hand only on a node of your own."),
+        {QStringLiteral("DLION_SECRET=$(cat secret) dlion-agent --listen 0.0.0.0:7070 --grace 60"),
+         QStringLiteral("dlion-agent --listen 127.0.0.1:0 --secret-file ~/.dlion/secret --idle-exit 600")},
+        QStringLiteral("0 after a requested shutdown, 1 it cannot listen or its parent is gone, 2 bad usage.")};
+    QCommandLineParser parser;
     parser.addOption({"listen", "Address and port to listen on (port 0 picks a free one).", "HOST:PORT", "127.0.0.1:0"});
     parser.addOption({"secret-file", "Read the run secret from FILE instead of $DLION_SECRET.", "FILE"});
     parser.addOption({"grace", "Seconds a job keeps training after its controller detaches.", "SECONDS", "30"});
     parser.addOption({"exit-with-parent", "Exit when the process that started this agent exits."});
     parser.addOption({"idle-exit", "Exit after SECONDS with no job and no controller (0 = never).", "SECONDS", "0"});
-    parser.process(app);
+    if (int code = 0; !dlion::cmdline::parse(page, parser, app.arguments(), &code))
+        return code;
 
     if (parser.isSet("exit-with-parent")) {
         prctl(PR_SET_PDEATHSIG, SIGTERM);

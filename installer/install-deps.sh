@@ -22,6 +22,8 @@ PACKAGES=(
   fonts-dejavu-core
   # tests: real sshd, network namespaces, headless display, PDF rendering
   openssh-server openssh-client iproute2 xvfb xauth poppler-utils procps
+  # packaging: cpack's DEB generator (dpkg-shlibdeps, file) and its test
+  dpkg-dev file binutils desktop-file-utils
 )
 
 SUDO=""

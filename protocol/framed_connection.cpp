@@ -2,6 +2,7 @@
 
 #include "handshake.h"
 
+#include <dlion_version.h>
 #include <QCoreApplication>
 #include <QTcpSocket>
 

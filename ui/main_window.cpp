@@ -1,5 +1,6 @@
 #include "main_window.h"
 
+#include <dlion_version.h>
 #include "cluster_page.h"
 #include "dashboard.h"
 #include "host_probe.h"

@@ -2,6 +2,7 @@
 
 #include "console_deployer.h"
 
+#include <command_line.h>
 #include <handshake.h>
 
 #include <QCommandLineParser>
@@ -15,25 +16,24 @@ int DeployCommand::exec(const QStringList &args)
     const bool deploy = m_mode == Mode::Deploy;
     const QString name = deploy ? QStringLiteral("dlion deploy") : QStringLiteral("dlion stop");
     QTextStream err(stderr), out(stdout);
+    const cmdline::Page page{
+        name,
+        deploy ? QStringLiteral("install, start and check agents on the hosts of a cluster file")
+               : QStringLiteral("stop agents left on the hosts of a cluster file and remove their files"),
+        name + QStringLiteral(" --cluster FILE [--accept-new-host-keys] [--quiet]"),
+        deploy ? QStringLiteral("Installs and starts dlion-agent on every host of a cluster file over SSH, checks\n"
+                                "that each answers with a fresh run secret, then stops them again.\n"
+                                "dlion run --cluster FILE does the same before it trains.")
+               : QStringLiteral("Stops the dlion-agents left on the hosts of a cluster file (for example by a\n"
+                                "controller that was killed) and removes their files."),
+        {name + QStringLiteral(" --cluster lab.yaml") + (deploy ? QStringLiteral(" --accept-new-host-keys") : QString())},
+        QStringLiteral("0 success, 1 a host failed, 2 bad usage or an invalid cluster file.")};
     QCommandLineParser parser;
-    parser.setApplicationDescription(deploy
-        ? QStringLiteral("dlion deploy: install and start dlion-agent on every host of a cluster file over SSH,\n"
-                         "check that each answers with a fresh run secret, then stop them again.\n"
-                         "dlion run --cluster FILE does the same before it trains.")
-        : QStringLiteral("dlion stop: stop the dlion-agents left on the hosts of a cluster file\n"
-                         "(for example by a controller that was killed) and remove their files."));
-    parser.addHelpOption();
     parser.addOption({"cluster", "Cluster file (JSON or YAML).", "FILE"});
     parser.addOption({"accept-new-host-keys", "Trust and record host keys not yet known (never a changed one)."});
     parser.addOption({"quiet", "Print only errors."});
-    if (!parser.parse(args)) {
-        err << name << ": " << parser.errorText() << "\n";
-        return 2;
-    }
-    if (parser.isSet("help")) {
-        out << parser.helpText();
-        return 0;
-    }
+    if (int code = 0; !cmdline::parse(page, parser, args, &code))
+        return code;
     if (!parser.isSet("cluster") || !parser.positionalArguments().isEmpty()) {
         err << name << ": give the cluster file with --cluster FILE\n";
         return 2;

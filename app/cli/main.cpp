@@ -4,6 +4,9 @@
 #include "run_command.h"
 #include "runs_command.h"
 
+#include <command_line.h>
+#include <dlion_version.h>
+
 #include <QCoreApplication>
 #include <QSocketNotifier>
 #include <QTextStream>
@@ -22,8 +25,7 @@ void onSignal(int)
     [[maybe_unused]] auto n = ::write(g_signalPipe[1], &c, 1);
 }
 
-const char *kUsage =
-    "Usage: dlion COMMAND [options]\n\n"
+const char *kCommands =
     "Commands:\n"
     "  run        Train a job on the embedded local cluster (or a cluster file).\n"
     "  deploy     Install, start and check agents on the hosts of a cluster file.\n"
@@ -33,8 +35,7 @@ const char *kUsage =
     "  report     Write a run's report (html, pdf, csv, json).\n"
     "  compare    Compare runs: time to accuracy, accuracy at budget, bytes, speedup.\n"
     "  tag, note  Tag a run, attach a note.\n\n"
-    "Run 'dlion COMMAND --help' for the options of a command.\n"
-    "Options: --help, --version\n";
+    "Run 'dlion COMMAND --help' for the options of a command.";
 
 } // namespace
 
@@ -45,16 +46,22 @@ int main(int argc, char **argv)
         return dlion::cli::runPlottingCommand(argc, argv);
     QCoreApplication app(argc, argv);
     QCoreApplication::setApplicationName(QStringLiteral("dlion"));
-    QCoreApplication::setApplicationVersion(QStringLiteral(DLION_VERSION));
+    QCoreApplication::setApplicationVersion(QStringLiteral(DLION_VERSION_FULL));
     QStringList args = app.arguments();
-    QTextStream out(stdout), err(stderr);
-    if (args.size() < 2 || args[1] == QLatin1String("--help") || args[1] == QLatin1String("-h")) {
-        (args.size() < 2 ? err : out) << kUsage;
-        return args.size() < 2 ? 2 : 0;
-    }
-    if (args[1] == QLatin1String("--version")) {
-        out << "dlion " << DLION_VERSION << "\n";
-        return 0;
+    QTextStream err(stderr);
+    const dlion::cmdline::Page page{
+        QStringLiteral("dlion"), QStringLiteral("the headless face of DLion Studio, for scripts and servers"),
+        QStringLiteral("dlion COMMAND [OPTIONS]\ndlion --help | --version"), QString::fromLatin1(kCommands),
+        {QStringLiteral("dlion run --workers 4 --strategy dlion --seconds 90"), QStringLiteral("dlion report last -o report.html"),
+         QStringLiteral("dlion run --help")},
+        QStringLiteral("0 success, 1 the command failed, 2 bad usage (each command's --help has the details).")};
+    if (args.size() < 2 || args[1].startsWith(QLatin1Char('-'))) {
+        QCommandLineParser parser;
+        int code = 2;
+        // Only --help and --version come before a command.
+        if (dlion::cmdline::parse(page, parser, args.mid(0, 2), &code))
+            err << "dlion: give a command\n\n" << dlion::cmdline::manText(page, parser);
+        return code;
     }
     const QString command = args[1];
     args.removeAt(1);
@@ -84,6 +91,6 @@ int main(int argc, char **argv)
         return dlion::cli::tagCommand(args);
     if (command == QLatin1String("note"))
         return dlion::cli::noteCommand(args);
-    err << "dlion: unknown command \"" << command << "\"\n\n" << kUsage;
+    err << "dlion: unknown command \"" << command << "\"\n\n" << kCommands << "\n";
     return 2;
 }

@@ -2,6 +2,7 @@
 
 #include "store_access.h"
 
+#include <dlion_version.h>
 #include <report_writer.h>
 #include <run_comparison.h>
 
@@ -19,22 +20,27 @@ namespace dlion::cli {
 
 int reportCommand(const QStringList &args)
 {
-    QCommandLineParser parser;
-    parser.setApplicationDescription(QStringLiteral(
-        "dlion report: write a report of a recorded run.\n\n"
+    const cmdline::Page page{
+        QStringLiteral("dlion report"), QStringLiteral("write a report of a recorded run"),
+        QStringLiteral("dlion report RUN [--format html|pdf|csv|json] [-o PATH]"),
+        QStringLiteral(
+        "Writes a report of a recorded run (RUN: a run id from 'dlion runs', or 'last'):\n"
         "  html  one self-contained file (plots inline): summary, metrics, accuracy and loss vs\n"
         "        time and step, compute shares, link bandwidth and gradient priority heatmaps, merges\n"
         "  pdf   the same, paged (A4)\n"
         "  csv   a folder: rounds.csv, links.csv, evals.csv, merges.csv, summary.csv\n"
         "  json  the run's summary.json with every series, plus its stored metadata\n"
-        "Without --format the extension of -o decides (default html). '-o -' prints json to stdout.\n"
-        "Exit status: 0 success, 1 failure (store, output path), 2 bad usage or unknown run id."));
+        "Without --format the extension of -o decides (default html). '-o -' prints json to stdout."),
+        {QStringLiteral("dlion report last -o dlion-report.html"), QStringLiteral("dlion report 3 --format csv -o run3"),
+         QStringLiteral("dlion report last -o - | jq .final_accuracy")},
+        QStringLiteral("0 success, 1 failure (store, output path), 2 bad usage or unknown run id.")};
+    QCommandLineParser parser;
     addStoreOption(parser);
     parser.addOption({"format", "html, pdf, csv or json.", "FORMAT"});
     parser.addOption({{"o", "output"}, "Output file (csv: a folder; default run-ID.html etc. here).", "PATH"});
     parser.addPositionalArgument("RUN", "Run id (see 'dlion runs'), or 'last'.");
     int code = 0;
-    if (!parseArgs(QStringLiteral("report"), parser, args, &code))
+    if (!cmdline::parse(page, parser, args, &code))
         return code;
     const QStringList pos = parser.positionalArguments();
     if (pos.size() != 1) {
@@ -88,11 +94,14 @@ int reportCommand(const QStringList &args)
 
 int compareCommand(const QStringList &args)
 {
+    const cmdline::Page page{
+        QStringLiteral("dlion compare"), QStringLiteral("compare recorded runs"),
+        QStringLiteral("dlion compare RUN RUN... [--baseline RUN] [--target A] [--budget S] [--format text|json|html] [-o PATH]"),
+        QStringLiteral("Compares recorded runs: time to 80%, 85% and the target accuracy, accuracy at a\n"
+                       "training-time budget, bytes sent, samples/s and speedup over a baseline run."),
+        {QStringLiteral("dlion compare 1 2 3 --target 0.85"), QStringLiteral("dlion compare 1 2 --format html -o compare.html")},
+        QStringLiteral("0 success, 1 failure (store, output path), 2 bad usage or unknown run id.")};
     QCommandLineParser parser;
-    parser.setApplicationDescription(QStringLiteral(
-        "dlion compare: compare recorded runs: time to 80%, 85% and the target accuracy, accuracy\n"
-        "at a training-time budget, bytes sent, samples/s and speedup over a baseline run.\n"
-        "Exit status: 0 success, 1 failure (store, output path), 2 bad usage or unknown run id."));
     addStoreOption(parser);
     parser.addOption({"baseline", "The run speedups are measured against (default: the first).", "RUN"});
     parser.addOption({"target", "Target accuracy, 0-1 (default: the runs' own target, else 0.80).", "A"});
@@ -101,7 +110,7 @@ int compareCommand(const QStringList &args)
     parser.addOption({{"o", "output"}, "Write to PATH instead of standard output (html: default compare-IDS.html).", "PATH"});
     parser.addPositionalArgument("RUN", "Two or more run ids (see 'dlion runs').", "RUN RUN...");
     int code = 0;
-    if (!parseArgs(QStringLiteral("compare"), parser, args, &code))
+    if (!cmdline::parse(page, parser, args, &code))
         return code;
     QStringList pos = parser.positionalArguments();
     const QString format = parser.value("format").isEmpty() ? QStringLiteral("text") : parser.value("format");
@@ -208,7 +217,7 @@ int runPlottingCommand(int argc, char **argv)
     }
     QApplication app(argc, argv);
     QCoreApplication::setApplicationName(QStringLiteral("dlion"));
-    QCoreApplication::setApplicationVersion(QStringLiteral(DLION_VERSION));
+    QCoreApplication::setApplicationVersion(QStringLiteral(DLION_VERSION_FULL));
     QStringList args = app.arguments();
     const QString command = args.takeAt(1);
     return command == QLatin1String("report") ? reportCommand(args) : compareCommand(args);

@@ -2,6 +2,7 @@
 
 #include "store_access.h"
 
+#include <command_line.h>
 #include <handshake.h>
 #include <link_presets.h>
 
@@ -89,13 +90,18 @@ bool parseLinks(const QString &value, QJsonObject *emulation)
 
 int RunCommand::exec(const QStringList &args)
 {
+    const cmdline::Page page{
+        QStringLiteral("dlion run"), QStringLiteral("train one model on a micro-cloud of workers"),
+        QStringLiteral("dlion run [--config JOB.json|yaml] [--cluster CLUSTER.json|yaml] [OPTIONS]"),
+        QStringLiteral("Without --cluster, starts the embedded local cluster: N dlion-agent processes on\n"
+                       "this machine (the dlion-agent next to dlion, or $DLION_AGENT). Flags override the\n"
+                       "job file. Writes DIR/summary.json and records the run in the run store.\n"
+                       "Ctrl-C stops the workers cleanly; a second Ctrl-C exits at once."),
+        {QStringLiteral("dlion run --workers 4 --strategy dlion --slowdown 1,1,2,4 --links wan-hetero --seconds 90"),
+         QStringLiteral("dlion run --config job.yaml --out runs/first"),
+         QStringLiteral("dlion run --cluster lab.yaml --seconds 300")},
+        QStringLiteral("0 success, 1 the run failed, 2 bad usage or configuration (the message names the field).")};
     QCommandLineParser parser;
-    parser.setApplicationDescription(QStringLiteral(
-        "dlion run: train one model on a micro-cloud of workers.\n\n"
-        "Without --cluster, starts the embedded local cluster: N dlion-agent processes on\n"
-        "this machine. Flags override the job file. Writes DIR/summary.json.\n"
-        "Exit status: 0 success, 1 the run failed, 2 bad usage or configuration."));
-    parser.addHelpOption();
     parser.addOption({"config", "Job file (JSON or YAML).", "FILE"});
     parser.addOption({"slowdown", "Per-worker compute slowdown factors, e.g. 1,1,2,4.", "LIST"});
     parser.addOption({"links", "Emulated links: lan, lan-hetero, wan, wan-hetero, none, or a file with an\n"
@@ -111,14 +117,8 @@ int RunCommand::exec(const QStringList &args)
     parser.addOption({"store", "Run store to record the run in (default: $DLION_STORE or the user's data directory).", "PATH"});
     for (const FlagSpec &f : kFlags)
         parser.addOption({QString::fromLatin1(f.flag), QString::fromLatin1(f.help), QString::fromLatin1(f.value)});
-    if (!parser.parse(args)) {
-        err() << "dlion run: " << parser.errorText() << "\n";
-        return 2;
-    }
-    if (parser.isSet("help")) {
-        out() << parser.helpText();
-        return 0;
-    }
+    if (int code = 0; !cmdline::parse(page, parser, args, &code))
+        return code;
     if (!parser.positionalArguments().isEmpty()) {
         err() << "dlion run: unexpected argument \"" << parser.positionalArguments().first() << "\"\n";
         return 2;

@@ -75,10 +75,16 @@ int deleteRun(core::RunStore &store, const QString &text, bool yes)
 
 int runsCommand(const QStringList &args)
 {
+    const cmdline::Page page{
+        QStringLiteral("dlion runs"), QStringLiteral("list, search and delete recorded runs"),
+        QStringLiteral("dlion runs [--strategy S] [--tag T] [--status S] [--search TEXT] [--limit N] [--json]\n"
+                       "dlion runs --delete RUN [--yes]"),
+        QStringLiteral("Lists the runs recorded in the run store, newest first, or deletes one with all\n"
+                       "its telemetry. Reading never modifies the store."),
+        {QStringLiteral("dlion runs --strategy dlion --limit 5"), QStringLiteral("dlion runs --search wan --json"),
+         QStringLiteral("dlion runs --delete 3 --yes")},
+        QStringLiteral("0 success, 1 the store cannot be read, 2 bad usage or unknown run id.")};
     QCommandLineParser parser;
-    parser.setApplicationDescription(QStringLiteral(
-        "dlion runs: list the runs recorded in the run store, newest first.\n"
-        "Exit status: 0 success, 1 the store cannot be read, 2 bad usage or unknown run id."));
     addStoreOption(parser);
     parser.addOption({"strategy", "Only runs of this strategy.", "NAME"});
     parser.addOption({"tag", "Only runs with this tag.", "TAG"});
@@ -89,7 +95,7 @@ int runsCommand(const QStringList &args)
     parser.addOption({"delete", "Delete run RUN and all its telemetry (asks first; --yes to skip).", "RUN"});
     parser.addOption({"yes", "Do not ask before deleting."});
     int code = 0;
-    if (!parseArgs(QStringLiteral("runs"), parser, args, &code))
+    if (!cmdline::parse(page, parser, args, &code))
         return code;
     if (!parser.positionalArguments().isEmpty()) {
         stdErr() << "dlion runs: unexpected argument \"" << parser.positionalArguments().first() << "\"\n";
@@ -152,14 +158,19 @@ int runsCommand(const QStringList &args)
 
 int tagCommand(const QStringList &args)
 {
+    const cmdline::Page page{
+        QStringLiteral("dlion tag"), QStringLiteral("tag a recorded run"), QStringLiteral("dlion tag RUN TAG... [--remove]"),
+        QStringLiteral("Adds tags to a recorded run, or removes them with --remove.\n"
+                       "RUN is a run id from 'dlion runs', or 'last'."),
+        {QStringLiteral("dlion tag last baseline wan"), QStringLiteral("dlion tag 3 wan --remove")},
+        QStringLiteral("0 success, 1 the store cannot be written, 2 bad usage or unknown run id.")};
     QCommandLineParser parser;
-    parser.setApplicationDescription(QStringLiteral("dlion tag: add tags to a recorded run (or remove them with --remove)."));
     addStoreOption(parser);
     parser.addOption({"remove", "Remove the tags instead."});
     parser.addPositionalArgument("RUN", "Run id (see 'dlion runs'), or 'last'.");
     parser.addPositionalArgument("TAG", "One or more tags.", "TAG...");
     int code = 0;
-    if (!parseArgs(QStringLiteral("tag"), parser, args, &code))
+    if (!cmdline::parse(page, parser, args, &code))
         return code;
     const QStringList pos = parser.positionalArguments();
     if (pos.size() < 2) {
@@ -185,13 +196,17 @@ int tagCommand(const QStringList &args)
 
 int noteCommand(const QStringList &args)
 {
+    const cmdline::Page page{
+        QStringLiteral("dlion note"), QStringLiteral("attach a note to a recorded run"), QStringLiteral("dlion note RUN TEXT"),
+        QStringLiteral("Attaches a note to a recorded run. RUN is a run id from 'dlion runs', or 'last'."),
+        {QStringLiteral("dlion note last \"slow worker on node 3\"")},
+        QStringLiteral("0 success, 1 the store cannot be written, 2 bad usage or unknown run id.")};
     QCommandLineParser parser;
-    parser.setApplicationDescription(QStringLiteral("dlion note: attach a note to a recorded run."));
     addStoreOption(parser);
     parser.addPositionalArgument("RUN", "Run id (see 'dlion runs'), or 'last'.");
     parser.addPositionalArgument("TEXT", "The note.");
     int code = 0;
-    if (!parseArgs(QStringLiteral("note"), parser, args, &code))
+    if (!cmdline::parse(page, parser, args, &code))
         return code;
     const QStringList pos = parser.positionalArguments();
     if (pos.size() < 2 || pos.mid(1).join(QLatin1Char(' ')).trimmed().isEmpty()) {

@@ -43,20 +43,4 @@ std::optional<qint64> resolveRun(const QString &command, core::RunStore &store, 
     return id;
 }
 
-bool parseArgs(const QString &command, QCommandLineParser &parser, const QStringList &args, int *exitCode)
-{
-    parser.addHelpOption();
-    if (!parser.parse(args)) {
-        stdErr() << "dlion " << command << ": " << parser.errorText() << "\n";
-        *exitCode = 2;
-        return false;
-    }
-    if (parser.isSet(QStringLiteral("help"))) {
-        stdOut() << parser.helpText();
-        *exitCode = 0;
-        return false;
-    }
-    return true;
-}
-
 } // namespace dlion::cli

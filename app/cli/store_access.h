@@ -1,5 +1,6 @@
 #pragma once
 
+#include <command_line.h>
 #include <run_store.h>
 
 #include <QCommandLineParser>
@@ -23,9 +24,5 @@ bool openStore(const QString &command, const QCommandLineParser &parser, core::R
 // Resolves a run id argument; on failure prints the reason (with how to
 // list run ids) and sets *exitCode: 2 for an unknown id, 1 for a store error.
 std::optional<qint64> resolveRun(const QString &command, core::RunStore &store, const QString &text, int *exitCode);
-
-// Parses args; handles --help (exit 0) and parse errors (exit 2). Returns
-// true when the command should go on.
-bool parseArgs(const QString &command, QCommandLineParser &parser, const QStringList &args, int *exitCode);
 
 } // namespace dlion::cli

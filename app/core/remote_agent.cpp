@@ -1,5 +1,6 @@
 #include "remote_agent.h"
 
+#include <dlion_version.h>
 #include <QBuffer>
 #include <QFile>
 #include <QFileInfo>
@@ -159,7 +160,7 @@ bool RemoteAgent::install(SshSession &ssh, const QByteArray &secret, QString *er
         const auto r = run(ssh, agentCommand() + " --version", kCommandTimeoutMs, error);
         if (!r)
             return false;
-        const QString expected = QStringLiteral("dlion-agent " DLION_VERSION);
+        const QString expected = QStringLiteral("dlion-agent " DLION_VERSION_FULL);
         if (r->status != 0 || QString::fromUtf8(r->out).trimmed() != expected) {
             *error = QStringLiteral("host \"%1\": %2 is not %3 (it says \"%4\"); install the same release or remove agent_path to upload it")
                          .arg(m_host.name, m_host.agentPath, expected, QString::fromUtf8(r->out + r->err).trimmed());

@@ -3,6 +3,8 @@
 #include "round_series_codec.h"
 #include "run_store_private.h"
 
+#include <dlion_version.h>
+
 #include <QCborMap>
 #include <QDir>
 #include <QFile>

@@ -5,6 +5,8 @@
 
 #include "report_qcp.h"
 
+#include <dlion_version.h>
+
 #include <QDateTime>
 #include <QFileInfo>
 #include <QSaveFile>

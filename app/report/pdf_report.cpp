@@ -6,6 +6,8 @@
 
 #include "report_qcp.h"
 
+#include <dlion_version.h>
+
 #include <QFileInfo>
 #include <QPdfWriter>
 #include <QSaveFile>

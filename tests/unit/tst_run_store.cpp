@@ -3,6 +3,7 @@
 // modify the file.
 #include "store_test_data.h"
 
+#include <dlion_version.h>
 #include <round_series_codec.h>
 #include <run_list_model.h>
 #include <run_recorder.h>
