@@ -6,8 +6,9 @@ namespace dlion::engine {
 
 // Per-link bandwidth estimate from measured transfers: an exponentially
 // weighted average of bytes per second, so it follows changes within a few
-// rounds. Transfers shorter than `minSeconds` carry too little signal
-// (timer noise dominates) and are ignored.
+// rounds, and at once when a link slows to under half. Transfers shorter
+// than `minSeconds` carry too little signal (timer noise dominates) and are
+// ignored.
 class BandwidthEstimator {
 public:
     explicit BandwidthEstimator(int links, double weight = 0.3, double minSeconds = 1e-4)
@@ -20,7 +21,9 @@ public:
             return;
         double &e = m_bps[std::size_t(link)];
         const double sample = bytes / seconds;
-        e = e > 0 ? (1 - m_weight) * e + m_weight * sample : sample;
+        // A link that dropped below half its estimate is believed at once:
+        // sizing the next payloads for the old speed would stall rounds.
+        e = e > 0 && sample >= 0.5 * e ? (1 - m_weight) * e + m_weight * sample : sample;
     }
     // Bytes per second; 0 until the first usable transfer.
     double bytesPerSecond(int link) const { return m_bps[std::size_t(link)]; }

@@ -23,6 +23,7 @@ DlionStrategy::DlionStrategy(const protocol::JobSpec &spec, Trainer &trainer, Co
     m_dktPeriod = std::int64_t(o.number("dkt_period", 50, 1, 1e9));
     m_transfer = KnowledgeTransfer(o.number("dkt_alpha", 0.5, 0, 1), std::int64_t(o.number("heldout_samples", 500, 10, 1e6)));
     m_shares.assign(std::size_t(comm.world()), m_batch);
+    m_credit.assign(std::size_t(comm.world()), 0.0);
 }
 
 std::int64_t DlionStrategy::localBatch(const RoundContext &ctx)
@@ -32,16 +33,32 @@ std::int64_t DlionStrategy::localBatch(const RoundContext &ctx)
     return m_shares[std::size_t(m_comm.rank())];
 }
 
-std::int64_t DlionStrategy::linkBudget(int peer, double roundSeconds, const RoundContext &ctx) const
+std::int64_t DlionStrategy::linkBudget(int peer, double roundSeconds, const RoundContext &ctx)
 {
     const std::int64_t length = m_trainer.parameterCount();
+    if (!m_prioritized)
+        return length;
+    // The smallest payload that still measures its link (16 KiB: below
+    // that, latency dominates the arrival time).
+    const std::int64_t probe = std::min<std::int64_t>(2048, length);
     const double bps = ctx.bandwidth.empty() ? 0 : ctx.bandwidth[std::size_t(m_comm.rank() * m_comm.world() + peer)];
-    if (!m_prioritized || bps <= 0 || roundSeconds <= 0)
-        return length;  // dense: no technique, or a first send that measures the link
-    // An entry costs 8 bytes (index + value); keep at least 2048 so the link
-    // stays measurable.
+    if (bps <= 0 || roundSeconds <= 0)
+        return probe;  // unmeasured: a dense first send could take minutes on a slow link
+    // An entry costs 8 bytes (index + value).
     const double entries = bps * roundSeconds / 8.0;
-    return std::clamp<std::int64_t>(std::int64_t(entries), std::min<std::int64_t>(2048, length), length);
+    double &credit = m_credit[std::size_t(peer)];
+    if (entries >= double(probe)) {
+        credit = 0;
+        return std::min(length, std::int64_t(entries));
+    }
+    // A link too slow for a probe every round saves its budget up and sends
+    // a probe once earned, so it costs the round no more than it can carry
+    // on average; the residual keeps the gradient meanwhile.
+    credit += entries;
+    if (credit < double(probe))
+        return 0;
+    credit -= double(probe);
+    return probe;
 }
 
 void DlionStrategy::exchange(torch::Tensor &grad, RoundContext &ctx)

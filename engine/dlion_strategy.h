@@ -37,7 +37,8 @@ public:
     void afterStep(RoundContext &ctx) override;
 
 private:
-    std::int64_t linkBudget(int peer, double roundSeconds, const RoundContext &ctx) const;
+    // Entries to send to `peer` this round (0: none, the residual keeps them).
+    std::int64_t linkBudget(int peer, double roundSeconds, const RoundContext &ctx);
 
     Trainer &m_trainer;
     Comm &m_comm;
@@ -50,6 +51,7 @@ private:
     PeerExchange m_exchange;
     ResidualTopK m_topk;
     std::vector<std::int64_t> m_shares;
+    std::vector<double> m_credit;  // per peer: entries earned, not yet sent
 };
 
 } // namespace dlion::engine

@@ -8,6 +8,13 @@
 
 namespace dlion::engine {
 
+namespace {
+// A receiver whose emulated link from the best worker would take longer
+// than this to carry the model skips the merge: one model is not worth
+// stalling the whole group for (nor tripping its timeout).
+constexpr double kMaxModelTransferS = 5.0;
+} // namespace
+
 void KnowledgeTransfer::run(Trainer &trainer, Comm &comm, const LinkEmulator &emulator, std::int64_t round, double t,
                             bool manual, const std::function<void(const protocol::MergeEvent &)> &emit)
 {
@@ -26,14 +33,19 @@ void KnowledgeTransfer::run(Trainer &trainer, Comm &comm, const LinkEmulator &em
     }
     auto params = me == best ? trainer.flatParams().clone() : torch::empty_like(trainer.flatParams());
     comm.broadcast(params, best);
-    // The best model crosses each emulated link in parallel: wait for the slowest.
+    // The best model crosses each emulated link in parallel: wait for the
+    // slowest one that can carry it in time.
     double seconds = 0;
+    bool reachesMe = true;
     for (int j = 0; j < n; ++j) {
-        if (j != best)
-            seconds = std::max(seconds, emulator.transferSeconds(best, j, double(params.numel() * 4), t));
+        const double linkS = j == best ? 0 : emulator.transferSeconds(best, j, double(params.numel() * 4), t);
+        if (linkS <= kMaxModelTransferS)
+            seconds = std::max(seconds, linkS);
+        else if (j == me)
+            reachesMe = false;
     }
     std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
-    if (me == best || mine >= s[best])
+    if (me == best || mine >= s[best] || !reachesMe)
         return;
     torch::NoGradGuard noGrad;
     merge(trainer.flatParams(), params, m_alpha);

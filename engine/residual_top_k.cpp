@@ -16,12 +16,15 @@ SparseGradient ResidualTopK::select(int link, const torch::Tensor &grad, std::in
     out.length = m_length;
     // A sparse entry costs an index and a value: past half the length,
     // dense is smaller.
+    if (k <= 0) {
+        out.values = torch::empty({0}, acc.options());
+        return out;
+    }
     if (k * 2 >= m_length) {
         out.values = acc.clone();
         acc.zero_();
         return out;
     }
-    k = std::max<std::int64_t>(k, 1);
     out.indices = std::get<1>(acc.abs().topk(k, 0, true, false));
     out.values = acc.index_select(0, out.indices);
     acc.index_fill_(0, out.indices, 0.0);

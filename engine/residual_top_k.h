@@ -16,7 +16,7 @@ public:
 
     // acc = residual[link] + grad; sends the k largest |acc| (all of acc,
     // dense, when k >= length or a sparse payload would be larger) and keeps
-    // the rest as the new residual.
+    // the rest as the new residual. k <= 0 sends nothing (an empty payload).
     SparseGradient select(int link, const torch::Tensor &grad, std::int64_t k);
     const torch::Tensor &residual(int link) const { return m_residual[std::size_t(link)]; }
 

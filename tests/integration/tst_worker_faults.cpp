@@ -4,6 +4,7 @@
 #include "child_processes.h"
 #include "cluster_fixture.h"
 
+#include <QJsonArray>
 #include <QProcess>
 #include <QTemporaryDir>
 
@@ -55,6 +56,7 @@ private Q_SLOTS:
     void restartedWorkerRejoinsWithCurrentParameters();
     void lostWorkerStopsRunWhenNotElastic();
     void cliRestartsLostWorker();
+    void slowLinksCarryLessAndTrainingGoesOn();
 };
 
 void TestWorkerFaults::survivorsRegroupAfterSigkill()
@@ -179,6 +181,54 @@ void TestWorkerFaults::cliRestartsLostWorker()
     QVERIFY(bad.waitForFinished(30000));
     QCOMPARE(bad.exitCode(), 2);
     QVERIFY(bad.readAllStandardError().contains("--restart-lost"));
+}
+
+void TestWorkerFaults::slowLinksCarryLessAndTrainingGoesOn()
+{
+    // Links 0 <-> 1 crawl at 0.1 Mbit/s from the start (a dense gradient
+    // would take a minute); later 0 <-> 2 drops 100-fold to 2 Mbit/s, live.
+    // Every other link has 200 Mbit/s.
+    protocol::JobSpec job = faultJob("dlion");
+    job.budget.seconds = 24;
+    job.emulation = QJsonObject{{"links", QJsonArray{QJsonArray{0, 0.1, 200}, QJsonArray{0.1, 0, 200}, QJsonArray{200, 200, 0}}}};
+    test::LocalRun run;
+    QVERIFY(run.start(job, 3));
+    core::RunSession &s = *run.session;
+    QTRY_VERIFY_WITH_TIMEOUT(s.data().lastRound(0) && s.data().lastRound(0)->t > 8, 90000);
+    const double cutAt = s.data().lastRound(0)->t;
+    s.setLinkCap(0, 2, 2);
+    s.setLinkCap(2, 0, 2);
+    QVERIFY(run.waitFinished(120000));
+    QVERIFY2(run.ok, qPrintable(run.message));
+
+    // Mean bytes per round worker 0 put on each link, before and after the cut
+    // (the cut takes effect within a round or two: skip a second).
+    const core::RunData &d = s.data();
+    double toSlow = 0, toFastBefore = 0, toCutAfter = 0;
+    int before = 0, after = 0;
+    for (const auto &r : d.rounds(0)) {
+        if (r.linkBytes.size() != 3)
+            continue;
+        if (r.t < cutAt) {
+            toSlow += r.linkBytes[1];
+            toFastBefore += r.linkBytes[2];
+            ++before;
+        } else if (r.t > cutAt + 1) {
+            toCutAfter += r.linkBytes[2];
+            ++after;
+        }
+    }
+    QVERIFY(before > 50 && after > 50);
+    toSlow /= before;
+    toFastBefore /= before;
+    toCutAfter /= after;
+    qInfo("worker 0 bytes/round: to the 0.1 Mbit/s link %.0f, to the 200 Mbit/s link %.0f, to it at 2 Mbit/s %.0f; rounds %d + %d",
+          toSlow, toFastBefore, toCutAfter, before, after);
+    QVERIFY(toSlow * 20 < toFastBefore);
+    QVERIFY(toCutAfter * 20 < toFastBefore);
+    // Training went on at both stages and learned.
+    QVERIFY(lastGlobalAccuracy(d) > 0.6);
+    QVERIFY(d.outcome(0).value("ok").toBool() && d.outcome(2).value("ok").toBool());
 }
 
 QTEST_GUILESS_MAIN(TestWorkerFaults)

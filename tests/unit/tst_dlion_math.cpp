@@ -75,7 +75,8 @@ void TestDlionMath::topKWithResidualLosesNoGradientMass()
     for (int round = 0; round < 40; ++round) {
         const auto g = torch::randn({n});
         produced += g;
-        auto s = topk.select(1, g, 50 + round);
+        // Every third round the link gets nothing (a link too slow to carry a probe).
+        auto s = topk.select(1, g, round % 3 == 0 ? 0 : 50 + round);
         s.addTo(sent, 1.0);
     }
     // sent + residual == produced, entry by entry (up to float rounding).
@@ -96,6 +97,11 @@ void TestDlionMath::topKSendsLargestEntriesAndGoesDenseWhenCheaper()
     QCOMPARE(idx[2].item<std::int64_t>(), 6);
     QCOMPARE(topk.residual(1)[1].item<float>(), 0.f);
     QCOMPARE(topk.residual(1)[0].item<float>(), 0.1f);
+    // k = 0: an empty payload that survives the wire; the residual keeps all.
+    const auto before = topk.residual(1).clone();
+    auto none = sparse_codec::decode(sparse_codec::encode(topk.select(1, g, 0)));
+    QCOMPARE(none.values.numel(), 0);
+    QVERIFY(torch::allclose(topk.residual(1), before + g));
     // k >= n/2: a dense payload is smaller than index + value pairs.
     auto d = topk.select(1, g, 4);
     QVERIFY(d.dense());
@@ -245,6 +251,12 @@ void TestDlionMath::estimatorFollowsChanges()
     for (int i = 0; i < 10; ++i)
         est.addTransfer(1, 1.25e6, 1.0);  // the link drops to 10 Mbit/s
     QVERIFY2(std::abs(est.mbps(1) - 10) < 1.0, qPrintable(QString::number(est.mbps(1))));
+    // Gains are smoothed; a fall to under half is taken at once, so the
+    // next payloads are not sized for a link that is gone.
+    est.addTransfer(1, 2.5e6, 1.0);
+    QVERIFY(est.mbps(1) > 10.5 && est.mbps(1) < 20);
+    est.addTransfer(1, 1.25e4, 1.0);  // 0.1 Mbit/s
+    QCOMPARE(est.mbps(1), 0.1);
 }
 
 void TestDlionMath::knowledgeTransferMergeMath()
