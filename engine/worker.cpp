@@ -239,12 +239,16 @@ void Worker::maybeCheckpoint(Trainer &trainer, Progress &progress)
     c.momentum.assign(m, m + trainer.parameterCount());
     const QString error = m_checkpointer->save(c);
     if (error.isEmpty()) {
+        if (progress.checkpointFailing)
+            qCInfo(lcEngine) << "worker" << m_spec.rank << "writes checkpoints again";
         progress.checkpointFailing = false;
         return;
     }
-    qCWarning(lcEngine).noquote() << "worker" << m_spec.rank << error;
-    if (!progress.checkpointFailing && m_hooks.warning)
-        m_hooks.warning(error + QStringLiteral("; training goes on and the previous checkpoint stays"));
+    if (!progress.checkpointFailing) {
+        qCWarning(lcEngine).noquote() << "worker" << m_spec.rank << error;
+        if (m_hooks.warning)
+            m_hooks.warning(error + QStringLiteral("; training goes on and the previous checkpoint stays"));
+    }
     progress.checkpointFailing = true;
 }
 
