@@ -151,6 +151,8 @@ void AgentServer::startJob(const QCborMap &body)
         : m_options.address.toString();
     m_runner = std::make_unique<JobRunner>(*spec, host.toStdString());
     connect(m_runner.get(), &JobRunner::stateChanged, this, [this] { sendStatus(); });
+    // Warnings travel as Error frames: the controller logs them and the run goes on.
+    connect(m_runner.get(), &JobRunner::warning, this, [this](const QString &m) { sendError(QStringLiteral("warning: %1").arg(m)); });
     connect(m_runner.get(), &JobRunner::finished, this, &AgentServer::onJobFinished);
     qCInfo(lcAgent).noquote() << "starting job: strategy" << spec->strategy << "rank" << spec->rank << "of" << spec->world;
     m_runner->start();

@@ -33,6 +33,9 @@ JobRunner::JobRunner(protocol::JobSpec spec, std::string localHost, QObject *par
         }
         QMetaObject::invokeMethod(this, [this, s] { Q_EMIT stateChanged(s); }, Qt::QueuedConnection);
     };
+    hooks.warning = [this](const QString &message) {
+        QMetaObject::invokeMethod(this, [this, message] { Q_EMIT warning(message); }, Qt::QueuedConnection);
+    };
     m_worker = std::make_unique<engine::Worker>(m_spec, std::move(localHost), std::move(hooks));
 }
 

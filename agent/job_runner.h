@@ -30,6 +30,7 @@ public:
 
 Q_SIGNALS:
     void stateChanged(const QString &state);
+    void warning(const QString &message);
     void finished(bool ok, const QString &message, const dlion::engine::WorkerResult &result);
 
 private:

@@ -1,5 +1,6 @@
 #include "worker.h"
 
+#include "checkpoint.h"
 #include "comm.h"
 #include "engine_error.h"
 #include "link_emulator.h"
@@ -13,6 +14,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <thread>
 
 Q_LOGGING_CATEGORY(lcEngine, "dlion.engine")
@@ -117,6 +119,8 @@ struct Worker::Progress {
     double pausedS = 0;
     double lastEvalT = 0;
     double lastScheduleT = -1;
+    double lastCheckpointT = 0;
+    bool checkpointFailing = false;  // warn once per run of failures
     double elapsed() const { return offsetS + secondsSince(start) - pausedS; }
     void adopt(double elapsedS)
     {
@@ -131,6 +135,8 @@ Worker::Worker(protocol::JobSpec spec, std::string localHost, WorkerHooks hooks)
 {
     m_slowdown = m_spec.slowdownFor(m_spec.rank);
     m_plan = m_spec.initialGroup();
+    if (m_spec.checkpoint.enabled())
+        m_checkpointer = std::make_unique<Checkpointer>(m_spec.checkpoint.dir, m_spec.rank, m_spec.checkpoint.keep);
 }
 
 Worker::~Worker()
@@ -199,6 +205,53 @@ void Worker::retire(std::unique_ptr<Comm> comm)
     m_released.push_back(comm->release());
 }
 
+void Worker::restore(Trainer &trainer, Progress &progress)
+{
+    const QString path = Checkpoint::latest(m_spec.resumeFrom, m_spec.rank);
+    const Checkpoint c = Checkpoint::load(path);
+    const auto n = std::size_t(trainer.parameterCount());
+    if (c.model != m_spec.model || c.params.size() != n)
+        throw EngineError(QStringLiteral("checkpoint %1 holds model \"%2\" with %3 parameters; this job trains \"%4\" with %5")
+                              .arg(path, c.model).arg(c.params.size()).arg(m_spec.model).arg(n).toStdString());
+    std::memcpy(trainer.flatParams().data_ptr<float>(), c.params.data(), n * sizeof(float));
+    std::memcpy(trainer.flatMomentum().data_ptr<float>(), c.momentum.data(), n * sizeof(float));
+    progress.result.rounds = c.round;
+    trainer.setRound(c.round);
+    progress.adopt(c.elapsedS);
+    progress.lastEvalT = c.elapsedS;
+    progress.lastCheckpointT = c.elapsedS;
+    qCInfo(lcEngine).noquote() << "worker" << m_spec.rank << "resumes from" << path << "at round" << c.round;
+}
+
+void Worker::maybeCheckpoint(Trainer &trainer, Progress &progress)
+{
+    if (!m_checkpointer || progress.elapsed() - progress.lastCheckpointT < m_spec.checkpoint.intervalS)
+        return;
+    progress.lastCheckpointT = progress.elapsed();
+    Checkpoint c;
+    c.model = m_spec.model;
+    c.worker = m_spec.rank;
+    c.round = progress.result.rounds;
+    c.elapsedS = progress.lastCheckpointT;
+    const float *p = trainer.flatParams().data_ptr<float>();
+    const float *m = trainer.flatMomentum().data_ptr<float>();
+    c.params.assign(p, p + trainer.parameterCount());
+    c.momentum.assign(m, m + trainer.parameterCount());
+    const QString error = m_checkpointer->save(c);
+    if (error.isEmpty()) {
+        if (progress.checkpointFailing)
+            qCInfo(lcEngine) << "worker" << m_spec.rank << "writes checkpoints again";
+        progress.checkpointFailing = false;
+        return;
+    }
+    if (!progress.checkpointFailing) {
+        qCWarning(lcEngine).noquote() << "worker" << m_spec.rank << error;
+        if (m_hooks.warning)
+            m_hooks.warning(error + QStringLiteral("; training goes on and the previous checkpoint stays"));
+    }
+    progress.checkpointFailing = true;
+}
+
 std::unique_ptr<Comm> Worker::joinGroup(const protocol::GroupPlan &plan, Trainer &trainer, LinkEmulator &emulator,
                                         Progress &progress)
 {
@@ -249,6 +302,10 @@ WorkerResult Worker::run()
                      << trainer.parameterCount() << "parameters";
 
     Progress progress;
+    // Every worker restores its own file, then the first group adopts the
+    // source's restored state like any fresh start does.
+    if (!m_spec.resumeFrom.isEmpty())
+        restore(trainer, progress);
     protocol::GroupPlan plan = m_plan;
     // One pass per group generation; each further pass needs a new plan
     // from the controller within kPlanWait, or the worker gives up.
@@ -437,6 +494,7 @@ Worker::GroupEnd Worker::train(Comm &comm, Trainer &trainer, LinkEmulator &emula
         ++result.rounds;
         if (m_hooks.round)
             m_hooks.round(rec);
+        maybeCheckpoint(trainer, progress);
     }
 
     if (!result.finalEval.final) {

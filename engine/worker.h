@@ -16,6 +16,7 @@
 
 namespace dlion::engine {
 
+class Checkpointer;
 class Comm;
 class LinkEmulator;
 class Trainer;
@@ -28,6 +29,8 @@ struct WorkerHooks {
     std::function<void(const protocol::MergeEvent &)> merge;
     // loading, rendezvous, running, paused, regrouping
     std::function<void(const QString &state)> state;
+    // A problem training goes on despite (a failed checkpoint write).
+    std::function<void(const QString &message)> warning;
 };
 
 struct WorkerResult {
@@ -81,6 +84,10 @@ private:
     // when a stop is requested first. Throws EngineError after the wait.
     std::optional<protocol::GroupPlan> awaitPlan(const std::string &why);
     void retire(std::unique_ptr<Comm> comm);
+    // Takes the checkpoint named by resume_from into the trainer and progress.
+    void restore(Trainer &trainer, Progress &progress);
+    // Writes a checkpoint when one is due; a failure only warns.
+    void maybeCheckpoint(Trainer &trainer, Progress &progress);
     void setState(const char *s);
 
     protocol::JobSpec m_spec;
@@ -100,6 +107,7 @@ private:
     Comm *m_comm = nullptr;      // the current group's, to abort
     std::atomic<bool> m_regroupPending{false};
     std::vector<std::thread> m_released;  // broken groups being torn down
+    std::unique_ptr<Checkpointer> m_checkpointer;  // null when checkpoints are off
 };
 
 } // namespace dlion::engine

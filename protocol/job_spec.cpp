@@ -226,6 +226,10 @@ QJsonObject JobSpec::toJson() const
     };
     if (!group.members.isEmpty())
         out.insert("group", group.toJson());
+    if (checkpoint.enabled())
+        out.insert("checkpoint", QJsonObject{{"dir", checkpoint.dir}, {"interval_s", checkpoint.intervalS}, {"keep", checkpoint.keep}});
+    if (!resumeFrom.isEmpty())
+        out.insert("resume_from", resumeFrom);
     return out;
 }
 
@@ -235,7 +239,7 @@ std::optional<JobSpec> JobSpec::fromJson(const QJsonObject &json, QString *error
         "strategy", "model", "dataset", "data_dir", "partition", "batch_size", "lr", "momentum",
         "weight_decay", "lr_schedule", "seed", "budget", "eval_interval_s", "eval_samples", "threads",
         "device", "verify_replicas", "slowdown", "strategy_options", "emulation", "rank", "world", "rendezvous_host",
-        "rendezvous_port", "workers", "group"};
+        "rendezvous_port", "workers", "group", "checkpoint", "resume_from"};
     JobSpec s;
     Reader r(json, QString());
     for (auto it = json.begin(); it != json.end(); ++it) {
@@ -268,6 +272,25 @@ std::optional<JobSpec> JobSpec::fromJson(const QJsonObject &json, QString *error
     r.num("world", s.world, 1, 4096);
     r.str("rendezvous_host", s.rendezvousHost);
     r.num("rendezvous_port", s.rendezvousPort, 0, 65535);
+    r.str("resume_from", s.resumeFrom);
+
+    if (const QJsonValue ck = json.value("checkpoint"); !ck.isUndefined()) {
+        if (!ck.isObject())
+            r.fail("checkpoint", QStringLiteral("must be an object with dir, interval_s and keep"));
+        const QJsonObject c = ck.toObject();
+        Reader cr(c, QStringLiteral("checkpoint."));
+        for (auto it = c.begin(); it != c.end(); ++it) {
+            if (!QStringList{"dir", "interval_s", "keep"}.contains(it.key()))
+                cr.failRaw(QStringLiteral("unknown field \"checkpoint.%1\" (allowed: dir, interval_s, keep)").arg(it.key()));
+        }
+        cr.str("dir", s.checkpoint.dir);
+        cr.num("interval_s", s.checkpoint.intervalS, 0.1, 1e7);
+        cr.num("keep", s.checkpoint.keep, 1, 1000);
+        if (ck.isObject() && s.checkpoint.dir.isEmpty())
+            cr.fail("dir", QStringLiteral("must name the directory checkpoints are written to"));
+        if (!cr.error().isEmpty())
+            r.failRaw(cr.error());
+    }
 
     const QJsonValue budget = json.value("budget");
     if (!budget.isUndefined() && !budget.isObject())

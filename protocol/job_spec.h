@@ -17,6 +17,15 @@ struct Budget {
     qint64 maxRounds = 0;
 };
 
+// Periodic checkpoints of every worker's replica and optimizer state.
+// Off while `dir` is empty.
+struct CheckpointSpec {
+    QString dir;
+    double intervalS = 60;
+    int keep = 3;  // newest files kept per worker
+    bool enabled() const { return !dir.isEmpty(); }
+};
+
 // Which workers train together, in rank order. Generation 0 is the job's
 // start; each regroup (a worker lost or rejoining) makes the next one, and
 // every member adopts the parameters of `source` when the group forms.
@@ -57,6 +66,11 @@ struct JobSpec {
     QList<double> slowdown;   // per-worker compute slowdown factors (>= 1)
     QJsonObject strategyOptions;  // strategy knobs, validated by the engine
     QJsonObject emulation;        // link caps and schedules, validated by the engine
+    CheckpointSpec checkpoint;
+    // A checkpoint directory (each worker takes its newest file there) or
+    // one checkpoint file; empty: start fresh. Rounds and training time,
+    // and so the budget, continue from the checkpoint.
+    QString resumeFrom;
 
     // Placement. `rank` is this worker's stable id and `world` the job's
     // worker count; its rank within the current group comes from `group`.

@@ -51,6 +51,10 @@ const FlagSpec kFlags[] = {
     {"seed", "seed", "S", "Random seed.", true},
     {"threads", "threads", "N", "Intra-op threads per worker.", true},
     {"device", "device", "D", "cpu or cuda.", false},
+    {"checkpoint-dir", "checkpoint.dir", "DIR", "Write periodic checkpoints of every worker here (on its host).", false},
+    {"checkpoint-interval", "checkpoint.interval_s", "S", "Seconds between checkpoints (default 60).", true},
+    {"checkpoint-keep", "checkpoint.keep", "N", "Newest checkpoints kept per worker (default 3).", true},
+    {"resume-from", "resume_from", "DIR", "Start from the newest checkpoints in DIR: rounds, time and budget go on.", false},
 };
 
 // --links: a preset name, or a file holding an N x N matrix of Mbit/s.

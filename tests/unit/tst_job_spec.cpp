@@ -56,6 +56,12 @@ void TestJobSpec::errorsNameTheField_data()
     QTest::newRow("budget typo") << QJsonObject{{"budget", QJsonObject{{"secs", 4}}}} << "budget.secs";
     QTest::newRow("accuracy > 1") << QJsonObject{{"budget", QJsonObject{{"target_accuracy", 80}}}} << "budget.target_accuracy";
     QTest::newRow("slowdown < 1") << QJsonObject{{"slowdown", QJsonArray{1, 0.5}}, {"budget", budget}} << "slowdown";
+    QTest::newRow("checkpoint not object") << QJsonObject{{"checkpoint", "/tmp"}, {"budget", budget}} << "checkpoint";
+    QTest::newRow("checkpoint no dir") << QJsonObject{{"checkpoint", QJsonObject{{"keep", 2}}}, {"budget", budget}} << "checkpoint.dir";
+    QTest::newRow("checkpoint keep 0") << QJsonObject{{"checkpoint", QJsonObject{{"dir", "/c"}, {"keep", 0}}}, {"budget", budget}} << "checkpoint.keep";
+    QTest::newRow("checkpoint interval") << QJsonObject{{"checkpoint", QJsonObject{{"dir", "/c"}, {"interval_s", -1}}}, {"budget", budget}} << "checkpoint.interval_s";
+    QTest::newRow("checkpoint typo") << QJsonObject{{"checkpoint", QJsonObject{{"dir", "/c"}, {"every", 1}}}, {"budget", budget}} << "checkpoint.every";
+    QTest::newRow("resume_from number") << QJsonObject{{"resume_from", 3}, {"budget", budget}} << "resume_from";
     QTest::newRow("rank >= world") << QJsonObject{{"rank", 3}, {"world", 2}, {"budget", budget}} << "rank";
 }
 
@@ -78,6 +84,8 @@ void TestJobSpec::jsonRoundTrip()
     s.world = 3;
     s.rank = 2;
     s.verifyReplicas = true;
+    s.checkpoint = {"/var/ckpt", 1.5, 4};
+    s.resumeFrom = "/var/old";
     QString error;
     auto back = protocol::JobSpec::fromJson(s.toJson(), &error);
     QVERIFY2(back, qPrintable(error));
@@ -85,19 +93,30 @@ void TestJobSpec::jsonRoundTrip()
     QCOMPARE(back->dirichletAlpha(), 0.3);
     QCOMPARE(back->slowdownFor(2), 4.0);
     QCOMPARE(back->slowdownFor(7), 1.0);
+    QCOMPARE(back->checkpoint.dir, QString("/var/ckpt"));
+    QCOMPARE(back->checkpoint.intervalS, 1.5);
+    QCOMPARE(back->checkpoint.keep, 4);
+    QCOMPARE(back->resumeFrom, QString("/var/old"));
+    // Without a directory checkpoints are off and absent from the JSON.
+    QVERIFY(!protocol::JobSpec().toJson().contains("checkpoint"));
 }
 
 void TestJobSpec::yamlAndJsonFiles()
 {
     QString error;
     const QString yaml = write("job.yaml", "strategy: allreduce\nmodel: mlp\nworkers: 3\n"
-                                            "slowdown: [1, 2, 4]\nbudget:\n  seconds: 9\n");
+                                            "slowdown: [1, 2, 4]\nbudget:\n  seconds: 9\n"
+                                            "checkpoint:\n  dir: /c\n  interval_s: 2\nresume_from: /old\n");
     auto req = core::buildJob(yaml, {}, &error);
     QVERIFY2(req, qPrintable(error));
     QCOMPARE(req->workers, 3);
     QCOMPARE(req->spec.model, QString("mlp"));
     QCOMPARE(req->spec.budget.seconds, 9.0);
     QCOMPARE(req->spec.slowdown, (QList<double>{1, 2, 4}));
+    QCOMPARE(req->spec.checkpoint.dir, QString("/c"));
+    QCOMPARE(req->spec.checkpoint.intervalS, 2.0);
+    QCOMPARE(req->spec.checkpoint.keep, 3);
+    QCOMPARE(req->spec.resumeFrom, QString("/old"));
 
     const QString json = write("job.json", R"({"model": "lenet5", "budget": {"max_rounds": 10}})");
     req = core::buildJob(json, {}, &error);

@@ -1,0 +1,48 @@
+#pragma once
+
+#include <QString>
+
+#include <cstdint>
+#include <vector>
+
+namespace dlion::engine {
+
+// One worker's training state at the end of a round. The format (version 1,
+// host byte order): magic "DLCKPT01", u32 version, u32 worker, i64 round,
+// f64 elapsed seconds, u32 model-name length + bytes, u64 parameter count,
+// the parameters and the momentum as float32, and a CRC-32 of all before it.
+struct Checkpoint {
+    QString model;
+    int worker = 0;
+    std::int64_t round = 0;
+    double elapsedS = 0;
+    std::vector<float> params;
+    std::vector<float> momentum;  // same length as params
+
+    // Throws EngineError naming `path` when the file is unreadable,
+    // truncated, of another format or fails its CRC.
+    static Checkpoint load(const QString &path);
+    // The newest checkpoint of `worker` in `dir`, or `path` itself when it
+    // is a file. Throws EngineError when there is none.
+    static QString latest(const QString &path, int worker);
+};
+
+// Writes a worker's checkpoints into one directory: each file is written to a
+// temporary, synced and renamed over, so a failed write (disk full, no
+// permission) leaves the previous checkpoints intact. Only the newest `keep`
+// files of this worker stay.
+class Checkpointer {
+public:
+    Checkpointer(QString dir, int worker, int keep);
+
+    // Returns an empty string on success, else what failed (for a warning).
+    QString save(const Checkpoint &c);
+    static QString fileName(int worker, std::int64_t round);
+
+private:
+    QString m_dir;
+    int m_worker;
+    int m_keep;
+};
+
+} // namespace dlion::engine

@@ -1,0 +1,197 @@
+// Checkpoints on real dlion-agent processes: periodic files that rotate and
+// load back bit-identical, a run resumed from them, and a checkpoint
+// directory that stops being writable mid-run.
+#include "cluster_fixture.h"
+
+#include <checkpoint.h>
+#include <engine_error.h>
+
+#include <QDir>
+#include <QTemporaryDir>
+
+#include <algorithm>
+#include <cmath>
+
+using namespace dlion;
+
+namespace {
+
+protocol::JobSpec checkpointJob(const QString &dir, double seconds)
+{
+    protocol::JobSpec job;
+    job.model = "mlp";
+    job.dataset = "fashion-mnist";
+    job.batchSize = 32;
+    job.evalIntervalS = 1.0;
+    job.evalSamples = 2000;
+    job.budget.seconds = seconds;
+    job.checkpoint = {dir, 0.5, 2};
+    return job;
+}
+
+QStringList checkpointsOf(const QString &dir, int worker)
+{
+    return QDir(dir).entryList({QStringLiteral("worker-%1-round-*.ckpt").arg(worker)}, QDir::Files, QDir::Name);
+}
+
+// Trainer::parameterDigest over a checkpoint's parameters.
+quint64 digest(const std::vector<float> &params)
+{
+    const auto *p = reinterpret_cast<const unsigned char *>(params.data());
+    quint64 h = 1469598103934665603ull;
+    for (std::size_t i = 0; i < params.size() * sizeof(float); ++i)
+        h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+}
+
+QString loadError(const QString &path)
+{
+    try {
+        engine::Checkpoint::load(path);
+    } catch (const engine::EngineError &e) {
+        return QString::fromStdString(e.what());
+    }
+    return {};
+}
+
+double firstGlobalAccuracy(const core::RunData &d)
+{
+    for (const auto &e : d.evals()) {
+        if (e.primary)
+            return e.globalAccuracy;
+    }
+    return 0;
+}
+
+} // namespace
+
+class TestCheckpoints : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    void checkpointsRotateAndLoadBack();
+    void resumedRunContinuesFromCheckpoint();
+    void unwritableDirectoryWarnsAndTrainingGoesOn();
+};
+
+void TestCheckpoints::checkpointsRotateAndLoadBack()
+{
+    QTemporaryDir tmp;
+    const QString dir = tmp.filePath("ckpt");
+    protocol::JobSpec job = checkpointJob(dir, 5);
+    job.verifyReplicas = true;
+    test::LocalRun run;
+    QVERIFY(run.start(job, 2));
+    QVERIFY(run.waitFinished(60000));
+    QVERIFY2(run.ok, qPrintable(run.message));
+
+    for (int w = 0; w < 2; ++w) {
+        const QStringList files = checkpointsOf(dir, w);
+        QCOMPARE(files.size(), 2);  // keep = 2 of about ten written
+        for (const QString &f : files) {
+            const engine::Checkpoint c = engine::Checkpoint::load(QDir(dir).filePath(f));
+            QCOMPARE(c.worker, w);
+            QCOMPARE(c.model, QString("mlp"));
+            QVERIFY(c.round > 0);
+            QCOMPARE(c.momentum.size(), c.params.size());
+            // Written after round c.round - 1: its digest is that round's.
+            const auto &rounds = run.session->data().rounds(w);
+            const auto it = std::find_if(rounds.begin(), rounds.end(), [&](const auto &r) { return r.round == c.round - 1; });
+            QVERIFY(it != rounds.end());
+            QCOMPARE(digest(c.params), it->paramDigest);
+        }
+    }
+    QVERIFY(engine::Checkpoint::load(QDir(dir).filePath(checkpointsOf(dir, 0).last())).round
+            > engine::Checkpoint::load(QDir(dir).filePath(checkpointsOf(dir, 0).first())).round);
+
+    // A truncated and a corrupted copy are refused with their file named.
+    const QString source = QDir(dir).filePath(checkpointsOf(dir, 0).last());
+    const QString truncated = tmp.filePath("truncated.ckpt");
+    const QString corrupted = tmp.filePath("corrupted.ckpt");
+    QVERIFY(QFile::copy(source, truncated) && QFile::copy(source, corrupted));
+    QVERIFY(QFile::resize(truncated, QFileInfo(source).size() / 2));
+    QFile f(corrupted);
+    QVERIFY(f.open(QIODevice::ReadWrite));
+    QVERIFY(f.seek(f.size() / 2));
+    const char flipped = char(f.peek(1).at(0) ^ 0x5a);
+    QVERIFY(f.write(&flipped, 1) == 1);
+    f.close();
+    const QString shortError = loadError(truncated);
+    QVERIFY2(shortError.contains(truncated) && shortError.contains("truncated"), qPrintable(shortError));
+    const QString crcError = loadError(corrupted);
+    QVERIFY2(crcError.contains(corrupted) && crcError.contains("CRC"), qPrintable(crcError));
+    QVERIFY(loadError(source).isEmpty());
+}
+
+void TestCheckpoints::resumedRunContinuesFromCheckpoint()
+{
+    QTemporaryDir tmp;
+    const QString dir = tmp.filePath("ckpt");
+    double accuracyBefore = 0;
+    {
+        test::LocalRun first;
+        QVERIFY(first.start(checkpointJob(dir, 8), 2));
+        QVERIFY(first.waitFinished(60000));
+        QVERIFY2(first.ok, qPrintable(first.message));
+        accuracyBefore = first.session->data().lastGlobalEval()->globalAccuracy;
+    }
+    QVERIFY2(accuracyBefore > 0.6, qPrintable(QString::number(accuracyBefore)));
+    const engine::Checkpoint c = engine::Checkpoint::load(QDir(dir).filePath(checkpointsOf(dir, 0).last()));
+    QVERIFY(c.round > 0);
+
+    protocol::JobSpec job = checkpointJob(tmp.filePath("ckpt2"), 0);
+    job.resumeFrom = dir;
+    job.budget.seconds = c.elapsedS + 3;  // the budget counts the checkpoint's time too
+    test::LocalRun resumed;
+    QVERIFY(resumed.start(job, 2));
+    QVERIFY(resumed.waitFinished(60000));
+    QVERIFY2(resumed.ok, qPrintable(resumed.message));
+    const core::RunData &d = resumed.session->data();
+    for (int w = 0; w < 2; ++w) {
+        QVERIFY(!d.rounds(w).isEmpty());
+        QCOMPARE(d.rounds(w).first().round, c.round);  // worker 0 is the source
+        QVERIFY(d.rounds(w).first().t >= c.elapsedS);
+    }
+    // A fresh model scores about 10%; the resumed one starts where it stopped.
+    const double accuracyAfter = firstGlobalAccuracy(d);
+    qInfo("resumed at round %lld (t %.1f s): accuracy %.3f before the stop, %.3f at the first eval", qlonglong(c.round),
+          c.elapsedS, accuracyBefore, accuracyAfter);
+    QVERIFY2(accuracyAfter > 0.6 && std::abs(accuracyAfter - accuracyBefore) < 0.1,
+             qPrintable(QStringLiteral("before %1, first eval after %2").arg(accuracyBefore).arg(accuracyAfter)));
+}
+
+void TestCheckpoints::unwritableDirectoryWarnsAndTrainingGoesOn()
+{
+    // Permissions do not stop root: the directory is replaced by a regular
+    // file, which no one can create a checkpoint under.
+    QTemporaryDir tmp;
+    const QString dir = tmp.filePath("ckpt");
+    test::LocalRun run;
+    QStringList log;
+    QObject::connect(run.session.get(), &core::RunSession::logMessage, [&](const QString &m) { log.append(m); });
+    QVERIFY(run.start(checkpointJob(dir, 6), 2));
+    QTRY_VERIFY_WITH_TIMEOUT(checkpointsOf(dir, 0).size() == 2 && checkpointsOf(dir, 1).size() == 2, 60000);
+    const QString kept = tmp.filePath("kept");
+    QVERIFY(QDir().rename(dir, kept));
+    QFile blocker(dir);
+    QVERIFY(blocker.open(QIODevice::WriteOnly));
+    blocker.close();
+    const qint64 roundAtBlock = run.session->data().lastRound(0)->round;
+
+    // A save caught mid-write fails at its rename; later ones at the directory.
+    QTRY_COMPARE_WITH_TIMEOUT(log.filter("warning:").size(), 2, 30000);
+    for (const QString &m : log.filter("warning:"))
+        QVERIFY2(m.contains("checkpoint") && m.contains(dir) && m.contains("training goes on"), qPrintable(m));
+    QVERIFY(run.waitFinished(60000));
+    QVERIFY2(run.ok, qPrintable(run.message));
+    QVERIFY(run.session->data().lastRound(0)->round > roundAtBlock + 20);
+    // Each worker warned once, not once per interval.
+    QCOMPARE(log.filter("warning:").size(), 2);
+    QVERIFY(log.filter("worker 0: warning:").size() == 1 && log.filter("worker 1: warning:").size() == 1);
+    for (int w = 0; w < 2; ++w) {
+        for (const QString &f : checkpointsOf(kept, w))
+            QCOMPARE(loadError(QDir(kept).filePath(f)), QString());
+    }
+}
+
+QTEST_GUILESS_MAIN(TestCheckpoints)
+#include "tst_checkpoints.moc"
