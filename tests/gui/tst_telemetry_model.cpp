@@ -32,6 +32,15 @@ protocol::RoundRecord round(int worker, qint64 r, int workers)
     return rec;
 }
 
+core::RunData emptyRun(int workers)
+{
+    protocol::JobSpec job;
+    job.budget.seconds = 1;
+    core::RunData data;
+    data.reset(job, workers);
+    return data;
+}
+
 } // namespace
 
 void TestTelemetryModel::seriesStayBoundedAndCountEverything()
@@ -59,10 +68,7 @@ void TestTelemetryModel::seriesStayBoundedAndCountEverything()
 
 void TestTelemetryModel::catchUpAddsOnlyNewRecords()
 {
-    protocol::JobSpec job;
-    job.budget.seconds = 1;
-    core::RunData data;
-    data.reset(job, 3);
+    core::RunData data = emptyRun(3);
     core::TelemetryModel model;
     protocol::TelemetryBatch first;
     first.rounds = {round(0, 0, 3), round(1, 0, 3), round(2, 0, 3)};
@@ -92,10 +98,7 @@ void TestTelemetryModel::catchUpAddsOnlyNewRecords()
 
 void TestTelemetryModel::catchUpStartsOverOnANewRun()
 {
-    protocol::JobSpec job;
-    job.budget.seconds = 1;
-    core::RunData data;
-    data.reset(job, 2);
+    core::RunData data = emptyRun(2);
     protocol::TelemetryBatch longRun;
     for (qint64 r = 0; r < 50; ++r)
         longRun.rounds += {round(0, r, 2), round(1, r, 2)};
@@ -107,6 +110,7 @@ void TestTelemetryModel::catchUpStartsOverOnANewRun()
 
     // The next run reuses the same RunData with as many workers: the model
     // must drop the old run, not wait until the new one outgrows it.
+    const protocol::JobSpec job = data.job();
     data.reset(job, 2);
     protocol::TelemetryBatch fresh;
     fresh.rounds = {round(0, 0, 2), round(0, 1, 2), round(1, 0, 2)};
