@@ -64,6 +64,7 @@ JobEditor::JobEditor(QWidget *parent) : QWidget(parent)
     auto *left = new QVBoxLayout;
     left->addWidget(buildDataGroup());
     left->addWidget(buildBudgetGroup());
+    left->addWidget(buildCheckpointGroup());
     left->addStretch(1);
     layout->addLayout(left, 1);
     layout->addWidget(buildStrategyGroup(), 1);
@@ -77,7 +78,9 @@ JobEditor::JobEditor(QWidget *parent) : QWidget(parent)
                 {"budget.epochs", m_epochs},    {"budget.target_accuracy", m_target},
                 {"budget.max_rounds", m_maxRounds}, {"strategy_options.dkt_period", m_dktPeriod},
                 {"strategy_options.dkt_alpha", m_dktAlpha}, {"strategy_options.threshold", m_gaiaThreshold},
-                {"strategy_options.partitions", m_akoPartitions}, {"strategy_options.backup", m_hopBackup}};
+                {"strategy_options.partitions", m_akoPartitions}, {"strategy_options.backup", m_hopBackup},
+                {"checkpoint.dir", m_checkpointDir}, {"checkpoint.interval_s", m_checkpointInterval},
+                {"checkpoint.keep", m_checkpointKeep}, {"resume_from", m_resumeFrom}};
     for (auto it = m_fields.cbegin(); it != m_fields.cend(); ++it) {
         it.value()->setObjectName(it.key());
         watch(it.value());
@@ -163,6 +166,26 @@ QWidget *JobEditor::buildBudgetGroup()
     form->addRow(tr("Max &rounds:"), m_maxRounds);
     form->addRow(tr("E&valuate every:"), m_evalInterval);
     form->addRow(tr("Test &samples:"), m_evalSamples);
+    return box;
+}
+
+QWidget *JobEditor::buildCheckpointGroup()
+{
+    auto *box = new QGroupBox(tr("Checkpoints"), this);
+    m_checkpointDir = new QLineEdit(box);
+    m_checkpointDir->setPlaceholderText(tr("off"));
+    m_checkpointDir->setToolTip(tr("Folder on every worker's machine for periodic checkpoints of its model"));
+    m_checkpointInterval = doubleSpin(box, 0.1, 86400, 60, 1, tr(" s"));
+    m_checkpointKeep = intSpin(box, 1, 1000, 3, tr(" per worker"));
+    m_checkpointKeep->setToolTip(tr("Older checkpoints are deleted once a newer one is safely written"));
+    m_resumeFrom = new QLineEdit(box);
+    m_resumeFrom->setPlaceholderText(tr("start fresh"));
+    m_resumeFrom->setToolTip(tr("A checkpoint folder: the run goes on from its newest checkpoints (round, time and model)"));
+    auto *form = new QFormLayout(box);
+    form->addRow(tr("&Folder:"), m_checkpointDir);
+    form->addRow(tr("Ever&y:"), m_checkpointInterval);
+    form->addRow(tr("&Keep:"), m_checkpointKeep);
+    form->addRow(tr("Resume &from:"), m_resumeFrom);
     return box;
 }
 
@@ -290,6 +313,12 @@ QJsonObject JobEditor::job() const
                               : QStringLiteral("dirichlet:%1").arg(m_alpha->value()));
     if (!m_dataDir->text().trimmed().isEmpty())
         j.insert("data_dir", m_dataDir->text().trimmed());
+    if (!m_checkpointDir->text().trimmed().isEmpty())
+        j.insert("checkpoint", QJsonObject{{"dir", m_checkpointDir->text().trimmed()},
+                                           {"interval_s", m_checkpointInterval->value()},
+                                           {"keep", m_checkpointKeep->value()}});
+    if (!m_resumeFrom->text().trimmed().isEmpty())
+        j.insert("resume_from", m_resumeFrom->text().trimmed());
     return j;
 }
 
@@ -328,6 +357,11 @@ void JobEditor::setJob(const QJsonObject &j)
     }
     if (j.contains("strategy_options"))
         setStrategyOptions(j.value("strategy_options").toObject());
+    const QJsonObject checkpoint = j.value("checkpoint").toObject();
+    m_checkpointDir->setText(checkpoint.value("dir").toString());
+    m_checkpointInterval->setValue(checkpoint.value("interval_s").toDouble(60));
+    m_checkpointKeep->setValue(checkpoint.value("keep").toInt(3));
+    m_resumeFrom->setText(j.value("resume_from").toString());
 }
 
 QString JobEditor::validate()

@@ -40,14 +40,16 @@ private:
     QWidget *buildDataGroup();
     QWidget *buildStrategyGroup();
     QWidget *buildBudgetGroup();
+    QWidget *buildCheckpointGroup();
     QJsonObject strategyOptions() const;
     void setStrategyOptions(const QJsonObject &options);
     void watch(QWidget *w);
 
     QComboBox *m_dataset, *m_partition, *m_model, *m_strategy;
-    QLineEdit *m_dataDir;
+    QLineEdit *m_dataDir, *m_checkpointDir, *m_resumeFrom;
     QDoubleSpinBox *m_alpha, *m_lr, *m_seconds, *m_epochs, *m_target, *m_evalInterval;
-    QSpinBox *m_batch, *m_maxRounds, *m_seed, *m_evalSamples;
+    QSpinBox *m_batch, *m_maxRounds, *m_seed, *m_evalSamples, *m_checkpointKeep;
+    QDoubleSpinBox *m_checkpointInterval;
     QStackedWidget *m_knobs;
     QCheckBox *m_wdb, *m_prioritized, *m_dkt;
     QSpinBox *m_dktPeriod, *m_akoPartitions, *m_hopStaleness, *m_hopBackup;

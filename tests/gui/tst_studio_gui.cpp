@@ -20,6 +20,7 @@
 #include <QDir>
 #include <QDoubleSpinBox>
 #include <QLabel>
+#include <QLineEdit>
 #include <QPlainTextEdit>
 #include <QRadioButton>
 #include <QSpinBox>
@@ -62,6 +63,7 @@ private:
 
     std::unique_ptr<ui::MainWindow> m_window;
     QString m_strategy;
+    QTemporaryDir m_checkpoints;
 };
 
 void TestStudioGui::initTestCase()
@@ -142,6 +144,10 @@ void TestStudioGui::setupFlowMarksInvalidFields()
     selectData("strategy", m_strategy);
     typeInto(child<QDoubleSpinBox>("eval_interval_s"), QStringLiteral("1"));
     typeInto(child<QSpinBox>("eval_samples"), QStringLiteral("1500"));
+    // Checkpoints every second into this test's folder (looked at once the run stops).
+    QTest::keyClicks(child<QLineEdit>("checkpoint.dir"), m_checkpoints.path());
+    typeInto(child<QDoubleSpinBox>("checkpoint.interval_s"), QStringLiteral("1"));
+    QCOMPARE(m_window->jobEditor()->job().value("checkpoint").toObject().value("dir").toString(), m_checkpoints.path());
 
     // No budget at all: the budget inputs are marked and Start is refused.
     typeInto(child<QDoubleSpinBox>("budget.seconds"), QStringLiteral("0"));
@@ -232,6 +238,12 @@ void TestStudioGui::stopEndsTheRun()
     QTRY_VERIFY_WITH_TIMEOUT(run->phase() == Phase::Finished || run->phase() == Phase::Failed, 60000);
     QVERIFY2(run->phase() == Phase::Finished, qPrintable(m_window->statusText()));
     QTRY_VERIFY_WITH_TIMEOUT(m_window->workerList()->state(0) == "finished", 5000);
+    // Every worker checkpointed its model, keeping at most 3 files.
+    for (int w = 0; w < 3; ++w) {
+        const QStringList files = QDir(m_checkpoints.path()).entryList({QStringLiteral("worker-%1-round-*.ckpt").arg(w)});
+        QVERIFY2(!files.isEmpty() && files.size() <= 3, qPrintable(QStringLiteral("worker %1: %2").arg(w).arg(files.join(' '))));
+    }
+    child<QLineEdit>("checkpoint.dir")->clear();
     QVERIFY(m_window->startAction()->isEnabled());
     QVERIFY(!m_window->mergeAction()->isEnabled());
 
