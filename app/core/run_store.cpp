@@ -181,6 +181,12 @@ bool RunStore::failQuery(const QSqlError &e)
     if (code == 11 || code == 26)
         return fail(Error::Corrupt, QStringLiteral("%1 is not a readable DLion run store (%2); it was not modified")
                                         .arg(m_path, e.databaseText()));
+    // SQLITE_IOERR (10) and SQLITE_FULL (13): the write did not happen. A
+    // failed commit carries no code, only SQLite's message.
+    if (code == 10 || code == 13 || e.databaseText().contains(QLatin1String("disk")))
+        return fail(Error::Io, QStringLiteral("cannot write %1: the disk is full or failing (%2); free some space: "
+                                              "what was not written stays in memory and is written at the next attempt")
+                                   .arg(m_path, e.databaseText()));
     return fail(Error::Io, QStringLiteral("%1: %2").arg(m_path, e.text()));
 }
 
@@ -335,9 +341,9 @@ bool RunStore::commit()
     d->inTransaction = false;
     QSqlDatabase db = d->db();
     if (!db.commit()) {
-        const QString why = db.lastError().text();
+        const QSqlError why = db.lastError();
         db.rollback();
-        return fail(Error::Io, QStringLiteral("%1: %2").arg(m_path, why));
+        return failQuery(why);
     }
     return true;
 }

@@ -1,6 +1,7 @@
 // Test helper for tst_run_store: records a synthetic run into a store in a
 // loop, as `dlion run` does, until it is killed. After every commit it
-// prints "committed ROUNDS_PER_WORKER EVALS MERGES" on stdout.
+// prints "committed ROUNDS_PER_WORKER EVALS MERGES" on stdout, and
+// "failed MESSAGE" when recording fails (it goes on, retrying).
 // Usage: store_writer STORE_PATH [FLUSH_MS]
 #include "store_test_data.h"
 
@@ -39,6 +40,10 @@ int main(int argc, char **argv)
     QObject::connect(&recorder, &core::RunRecorder::committed, [&data] {
         std::printf("committed %lld %lld %lld\n", (long long)data.rounds(0).size(), (long long)data.evals().size(),
                     (long long)data.merges().size());
+        std::fflush(stdout);
+    });
+    QObject::connect(&recorder, &core::RunRecorder::recordingFailed, [](const QString &why) {
+        std::printf("failed %s\n", qPrintable(why));
         std::fflush(stdout);
     });
     if (!recorder.begin(&data))

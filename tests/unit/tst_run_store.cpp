@@ -22,6 +22,9 @@
 #include <QtTest>
 
 #include <csignal>
+#include <functional>
+
+#include <sys/resource.h>
 
 using namespace dlion;
 using core::RunStore;
@@ -109,6 +112,7 @@ private Q_SLOTS:
     void writeReopenReadBackIdentically();
     void listSearchFilterTagNoteDelete();
     void killedWriterLeavesEveryCommittedRow();
+    void fullDiskKeepsEveryCommittedRow();
     void migratesFromSchemaV1();
     void badFilesGetClearErrorsAndStayUntouched();
     void readingNeverModifiesTheFile();
@@ -277,39 +281,39 @@ void TestRunStore::listSearchFilterTagNoteDelete()
     QCOMPARE(model.rowOf(ids[0]), 0);
 }
 
-void TestRunStore::killedWriterLeavesEveryCommittedRow()
+namespace {
+
+// Reads store_writer's lines until `done` says so or a minute passes;
+// returns the rounds per worker of its last commit.
+qint64 followWriter(QProcess &writer, const std::function<bool(int commits, qint64 rounds, const QByteArray &failure)> &done)
 {
-    QTemporaryDir dir;
-    const QString path = dir.filePath(QStringLiteral("runs.sqlite"));
-    QProcess writer;
-    writer.setProcessChannelMode(QProcess::SeparateChannels);
-    writer.start(QStringLiteral(DLION_STORE_WRITER), {path, QStringLiteral("40")});
-    QVERIFY2(writer.waitForStarted(), qPrintable(writer.errorString()));
     qint64 lastRounds = 0;
     int commits = 0;
-    QByteArray pending;
+    QByteArray pending, failure;
     QElapsedTimer clock;
     clock.start();
-    // Past at least one compaction (every 200 rounds) and a dozen commits.
-    while ((commits < 12 || lastRounds <= 250) && clock.elapsed() < 60000) {
+    while (!done(commits, lastRounds, failure) && clock.elapsed() < 60000) {
         writer.waitForReadyRead(1000);
         pending += writer.readAllStandardOutput();
         qsizetype nl;
         while ((nl = pending.indexOf('\n')) >= 0) {
-            const QList<QByteArray> f = pending.left(nl).split(' ');
+            const QByteArray line = pending.left(nl);
             pending.remove(0, nl + 1);
+            const QList<QByteArray> f = line.split(' ');
             if (f.size() == 4 && f[0] == "committed") {
                 lastRounds = f[1].toLongLong();
                 ++commits;
+            } else if (line.startsWith("failed ")) {
+                failure = line.mid(7);
             }
         }
     }
-    QVERIFY2(commits >= 12, qPrintable(QString::fromLocal8Bit(writer.readAllStandardError())));
-    QVERIFY(lastRounds > 250);
-    ::kill(pid_t(writer.processId()), SIGKILL);  // mid-run, no chance to clean up
-    QVERIFY(writer.waitForFinished(10000));
-    QCOMPARE(writer.exitStatus(), QProcess::CrashExit);
+    return lastRounds;
+}
 
+// The killed writer's run holds every row it committed, intact.
+void verifyInterruptedRun(const QString &path, qint64 lastRounds)
+{
     RunStore store;
     QVERIFY2(store.open(path, RunStore::Mode::ReadOnly), qPrintable(store.errorString()));
     const auto run = store.loadRun(1);
@@ -337,6 +341,60 @@ void TestRunStore::killedWriterLeavesEveryCommittedRow()
         db.close();
     }
     QSqlDatabase::removeDatabase(QStringLiteral("check"));
+}
+
+} // namespace
+
+void TestRunStore::killedWriterLeavesEveryCommittedRow()
+{
+    QTemporaryDir dir;
+    const QString path = dir.filePath(QStringLiteral("runs.sqlite"));
+    QProcess writer;
+    writer.setProcessChannelMode(QProcess::SeparateChannels);
+    writer.start(QStringLiteral(DLION_STORE_WRITER), {path, QStringLiteral("40")});
+    QVERIFY2(writer.waitForStarted(), qPrintable(writer.errorString()));
+    // Past at least one compaction (every 200 rounds) and a dozen commits.
+    int commits = 0;
+    const qint64 lastRounds = followWriter(writer, [&commits](int c, qint64 rounds, const QByteArray &) {
+        commits = c;
+        return c >= 12 && rounds > 250;
+    });
+    QVERIFY2(commits >= 12, qPrintable(QString::fromLocal8Bit(writer.readAllStandardError())));
+    QVERIFY(lastRounds > 250);
+    ::kill(pid_t(writer.processId()), SIGKILL);  // mid-run, no chance to clean up
+    QVERIFY(writer.waitForFinished(10000));
+    QCOMPARE(writer.exitStatus(), QProcess::CrashExit);
+    verifyInterruptedRun(path, lastRounds);
+}
+
+void TestRunStore::fullDiskKeepsEveryCommittedRow()
+{
+    // The writer may not grow any file past 512 KiB (RLIMIT_FSIZE): to
+    // SQLite that is a full disk, without needing a small file system.
+    QTemporaryDir dir;
+    const QString path = dir.filePath(QStringLiteral("runs.sqlite"));
+    QProcess writer;
+    writer.setProcessChannelMode(QProcess::SeparateChannels);
+    writer.setChildProcessModifier([] {
+        const rlimit limit{512 * 1024, 512 * 1024};
+        ::setrlimit(RLIMIT_FSIZE, &limit);
+        ::signal(SIGXFSZ, SIG_IGN);  // a write past the limit fails instead of killing
+    });
+    writer.start(QStringLiteral(DLION_STORE_WRITER), {path, QStringLiteral("40")});
+    QVERIFY2(writer.waitForStarted(), qPrintable(writer.errorString()));
+    QByteArray failure;
+    const qint64 lastRounds = followWriter(writer, [&failure](int, qint64, const QByteArray &f) {
+        failure = f;
+        return !f.isEmpty();
+    });
+    QVERIFY2(!failure.isEmpty(), "the store never filled up");
+    qInfo("recording failed after %lld rounds per worker: %s", lastRounds, failure.constData());
+    QVERIFY2(failure.contains("the disk is full or failing") && failure.contains("free some space"), failure.constData());
+    // The writer stays up (a run would go on training); then it dies mid-run.
+    QVERIFY(!writer.waitForFinished(1000));
+    ::kill(pid_t(writer.processId()), SIGKILL);
+    QVERIFY(writer.waitForFinished(10000));
+    verifyInterruptedRun(path, lastRounds);
 }
 
 void TestRunStore::migratesFromSchemaV1()
