@@ -161,7 +161,12 @@ Comm::Request Comm::request(torch::Tensor &t, Start start)
     r.m_state = m_state;
     if (m_group) {
         std::vector<torch::Tensor> v{t};
-        r.m_work = share(start(v));
+        // Gloo refuses to start a transfer on a pair an earlier timeout closed.
+        try {
+            r.m_work = share(start(v));
+        } catch (const std::exception &e) {
+            throw broken("point-to-point transfer", e.what());
+        }
     }
     return r;
 }
