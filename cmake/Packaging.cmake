@@ -29,7 +29,7 @@ set(CPACK_DEBIAN_PACKAGE_SUGGESTS "openssh-client")
 # Manual pages (section 1), one per program and dlion command, from --help.
 set(DLION_MAN_PAGES)
 file(MAKE_DIRECTORY ${CMAKE_BINARY_DIR}/man)
-foreach(page dlion dlion-agent dlion-studio dlion-run dlion-deploy dlion-stop dlion-runs dlion-report
+foreach(page dlion dlion-agent dlion-studio dlion-run dlion-attach dlion-deploy dlion-stop dlion-runs dlion-report
              dlion-compare dlion-tag dlion-note)
   string(REGEX MATCH "^dlion(-agent|-studio)?" program ${page})
   string(REGEX REPLACE "^dlion-?(agent|studio)?-?" "" command ${page})

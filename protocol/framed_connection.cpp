@@ -29,7 +29,14 @@ FramedConnection::FramedConnection(QTcpSocket *socket, Role role, QByteArray sec
             [this] { fail(QStringLiteral("handshake with %1 timed out").arg(peerName())); });
 }
 
-FramedConnection::~FramedConnection() = default;
+FramedConnection::~FramedConnection()
+{
+    // Frames sent just before a process exits (a last "shutdown") must leave.
+    if (m_socket && m_socket->state() == QAbstractSocket::ConnectedState && m_socket->bytesToWrite() > 0) {
+        m_socket->flush();
+        m_socket->waitForBytesWritten(500);
+    }
+}
 
 QString FramedConnection::peerName() const
 {

@@ -28,6 +28,7 @@ void onSignal(int)
 const char *kCommands =
     "Commands:\n"
     "  run        Train a job on the embedded local cluster (or a cluster file).\n"
+    "  attach     Take over a local run (started with --grace) whose dlion run went away.\n"
     "  deploy     Install, start and check agents on the hosts of a cluster file.\n"
     "  stop       Stop agents left on the hosts of a cluster file and remove their files.\n\n"
     "Experiment store:\n"
@@ -66,7 +67,7 @@ int main(int argc, char **argv)
     const QString command = args[1];
     args.removeAt(1);
 
-    if (command == QLatin1String("run")) {
+    if (command == QLatin1String("run") || command == QLatin1String("attach")) {
         dlion::cli::RunCommand run;
         // Signals arrive through a socket pair so they are handled on the event loop.
         if (::socketpair(AF_UNIX, SOCK_STREAM, 0, g_signalPipe) == 0) {
@@ -79,7 +80,7 @@ int main(int argc, char **argv)
             std::signal(SIGINT, onSignal);
             std::signal(SIGTERM, onSignal);
         }
-        return run.exec(args);
+        return command == QLatin1String("run") ? run.exec(args) : run.attach(args);
     }
     if (command == QLatin1String("deploy") || command == QLatin1String("stop"))
         return dlion::cli::DeployCommand(command == QLatin1String("deploy") ? dlion::cli::DeployCommand::Mode::Deploy

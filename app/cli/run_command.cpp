@@ -118,6 +118,8 @@ int RunCommand::exec(const QStringList &args)
     parser.addOption({"accept-new-host-keys", "With --cluster: trust and record host keys not yet known."});
     parser.addOption({"restart-lost", "Restart a lost local worker's agent S seconds after the loss and let it\n"
                                       "rejoin the group (at most 3 times per worker).", "S"});
+    parser.addOption({"grace", "Local agents keep training S seconds after this command dies, for\n"
+                               "'dlion attach RUN_DIR' to take over (default 0: they end with it).", "S"});
     parser.addOption({"store", "Run store to record the run in (default: $DLION_STORE or the user's data directory).", "PATH"});
     for (const FlagSpec &f : kFlags)
         parser.addOption({QString::fromLatin1(f.flag), QString::fromLatin1(f.help), QString::fromLatin1(f.value)});
@@ -189,6 +191,22 @@ int RunCommand::exec(const QStringList &args)
         }
         m_restartLostMs = int(s * 1000);
     }
+    if (parser.isSet("grace")) {
+        bool ok = false;
+        const int s = parser.value("grace").toInt(&ok);
+        if (!ok || s < 0 || s > 86400 || parser.isSet("cluster")) {
+            err() << "dlion run: --grace takes 0 to 86400 whole seconds and works on the local cluster only (not with --cluster)\n";
+            return 2;
+        }
+        m_cluster.setGrace(s);
+        if (s > 0) {
+            connect(&m_session, &core::RunSession::groupChanged, this, &RunCommand::writeAttachFile);
+            connect(&m_session, &core::RunSession::stateChanged, this, [this](core::RunSession::State state) {
+                if (state == core::RunSession::State::Running)
+                    writeAttachFile();
+            });
+        }
+    }
     if (parser.isSet("cluster")) {
         m_remote = std::make_unique<ConsoleDeployer>();
         QString clusterError;
@@ -237,12 +255,7 @@ int RunCommand::exec(const QStringList &args)
         m_exitCode = 1;
         QCoreApplication::exit(1);
     });
-    connect(&m_session, &core::RunSession::logMessage, this, [](const QString &m) { err() << m << "\n"; err().flush(); });
-    connect(&m_session, &core::RunSession::finished, this, &RunCommand::onFinished);
-    if (!parser.isSet("quiet")) {
-        connect(&m_progressTimer, &QTimer::timeout, this, [this] { printProgress(); });
-        m_progressTimer.start(m_tty ? 1000 : 5000);
-    }
+    followSession(parser.isSet("quiet"));
     out() << "starting " << m_request.workers << (m_remote ? " workers on the cluster's hosts (" : " local workers (")
           << m_request.spec.strategy << ", " << m_request.spec.model << " on " << m_request.spec.dataset << ")\n";
     out().flush();
@@ -254,12 +267,84 @@ int RunCommand::exec(const QStringList &args)
     return QCoreApplication::exec() == 0 ? m_exitCode : 1;
 }
 
+void RunCommand::followSession(bool quiet)
+{
+    connect(&m_session, &core::RunSession::logMessage, this, [](const QString &m) { err() << m << "\n"; err().flush(); });
+    connect(&m_session, &core::RunSession::finished, this, &RunCommand::onFinished);
+    if (!quiet) {
+        connect(&m_progressTimer, &QTimer::timeout, this, [this] { printProgress(); });
+        m_progressTimer.start(m_tty ? 1000 : 5000);
+    }
+}
+
+void RunCommand::writeAttachFile()
+{
+    const core::AttachFile file{m_recorder.runId(), m_store.path(),        m_cluster.endpoints(),
+                                m_secret,           core::LocalCluster::kHost, m_rendezvousPort,
+                                m_session.members(), m_session.generation()};
+    if (QString error; !file.write(m_outDir.path(), &error))
+        err() << "dlion run: " << error << "; this run cannot be reattached\n";
+}
+
+int RunCommand::attach(const QStringList &args)
+{
+    const cmdline::Page page{
+        QStringLiteral("dlion attach"), QStringLiteral("take over a run whose dlion run went away"),
+        QStringLiteral("dlion attach RUN_DIR [--quiet]"),
+        QStringLiteral("A local run started with 'dlion run --grace S' keeps training S seconds after its\n"
+                       "dlion run is closed or killed. 'dlion attach' connects to its agents again,\n"
+                       "records what they buffered meanwhile into the same stored run, shows progress\n"
+                       "and, like dlion run, writes RUN_DIR/summary.json at the end."),
+        {QStringLiteral("dlion run --grace 120 --seconds 600 --out runs/long   # then the terminal closes"),
+         QStringLiteral("dlion attach runs/long")},
+        QStringLiteral("0 the run finished, 1 it failed or its agents are gone, 2 bad usage.")};
+    QCommandLineParser parser;
+    parser.addOption({"quiet", "Print only the summary."});
+    parser.addPositionalArgument(QStringLiteral("RUN_DIR"), QStringLiteral("The --out folder of the run."));
+    if (int code = 0; !cmdline::parse(page, parser, args, &code))
+        return code;
+    if (parser.positionalArguments().size() != 1) {
+        err() << "dlion attach: give the run's folder (its --out)\n";
+        return 2;
+    }
+    m_outDir = QDir(parser.positionalArguments().first());
+    QString error;
+    const auto file = core::AttachFile::read(m_outDir.path(), &error);
+    if (!file) {
+        err() << "dlion attach: " << error << "\n";
+        return 1;
+    }
+    if (!m_store.open(file->store, core::RunStore::Mode::ReadWrite)) {
+        err() << "dlion attach: " << m_store.errorString() << "\n";
+        return 1;
+    }
+    const auto run = m_store.loadRun(file->runId);
+    if (!run) {
+        err() << "dlion attach: " << m_store.errorString() << "\n";
+        return 1;
+    }
+    m_tty = isatty(STDOUT_FILENO) && !parser.isSet("quiet");
+    m_request.workers = run->data.workers();
+    m_request.spec = run->data.job();
+    m_secret = file->secret;
+    followSession(parser.isSet("quiet"));
+    m_session.attach(run->data, file->agents, m_secret, file->rendezvousHost, file->rendezvousPort, file->members,
+                     file->generation);
+    m_recorder.resume(file->runId, &m_session.data());
+    m_recorder.attach(&m_session);
+    out() << "attaching to run " << file->runId << " (" << file->agents.size() << " workers)\n";
+    out().flush();
+    m_clock.start();
+    return QCoreApplication::exec() == 0 ? m_exitCode : 1;
+}
+
 void RunCommand::onClusterReady()
 {
     m_rejoin = std::make_unique<core::LocalRejoin>(&m_cluster, &m_session);
     m_rejoin->setAutomatic(m_restartLostMs);
     connect(m_rejoin.get(), &core::LocalRejoin::message, this, [](const QString &m) { err() << m << "\n"; err().flush(); });
-    m_session.start(m_request.spec, m_cluster.endpoints(), m_secret, core::LocalCluster::kHost, core::pickFreePort());
+    m_rendezvousPort = core::pickFreePort();
+    m_session.start(m_request.spec, m_cluster.endpoints(), m_secret, core::LocalCluster::kHost, m_rendezvousPort);
 }
 
 void RunCommand::printProgress(bool force)
@@ -291,6 +376,7 @@ void RunCommand::onFinished(bool ok, const QString &message)
 {
     m_progressTimer.stop();
     m_session.shutdownAgents();
+    QFile::remove(core::AttachFile::pathIn(m_outDir.path()));  // ended: nothing to reattach to
     const QJsonObject summary = m_session.data().summary();
     const QString path = m_outDir.filePath("summary.json");
     QFile f(path);

@@ -2,6 +2,7 @@
 
 #include "console_deployer.h"
 
+#include <attach_file.h>
 #include <job_builder.h>
 #include <local_cluster.h>
 #include <local_rejoin.h>
@@ -25,12 +26,20 @@ class RunCommand : public QObject {
     Q_OBJECT
 public:
     int exec(const QStringList &args);
+    // `dlion attach RUN_DIR`: takes over a run whose dlion run (started with
+    // --grace) went away while its agents trained on.
+    int attach(const QStringList &args);
 
     // Ctrl-C: the first asks the workers to stop cleanly, the second exits.
     void interrupt();
 
 private:
     void onClusterReady();
+    // Progress, log and end of the session: shared by run and attach.
+    void followSession(bool quiet);
+    // RUN_DIR/attach.json: what `dlion attach` needs (owner-only: it holds
+    // the run secret). Written while a --grace run trains, removed at its end.
+    void writeAttachFile();
     void printProgress(bool force = false);
     void onFinished(bool ok, const QString &message);
     // --cluster: deploy agents over SSH, run on them, remove them after.
@@ -45,6 +54,7 @@ private:
     std::unique_ptr<ConsoleDeployer> m_remote;  // set with --cluster
     std::unique_ptr<core::LocalRejoin> m_rejoin;
     int m_restartLostMs = -1;  // --restart-lost
+    quint16 m_rendezvousPort = 0;
     core::RunStore m_store;
     core::RunRecorder m_recorder{&m_store};
     QTimer m_progressTimer;

@@ -1,5 +1,7 @@
 #include "local_cluster.h"
 
+#include <unistd.h>
+
 #include <QCoreApplication>
 #include <QDir>
 #include <QFileInfo>
@@ -70,8 +72,15 @@ void LocalCluster::spawn(int i)
         Q_EMIT agentExited(i, code);
     });
     m_procs[i] = p;
-    p->start(m_program, {QStringLiteral("--listen"), QString::fromLatin1(kHost) + QStringLiteral(":0"), QStringLiteral("--exit-with-parent"),
-                         QStringLiteral("--grace"), QStringLiteral("0")});
+    QStringList args{QStringLiteral("--listen"), QString::fromLatin1(kHost) + QStringLiteral(":0"), QStringLiteral("--grace"),
+                     QString::number(m_graceS)};
+    if (m_graceS > 0) {
+        args << QStringLiteral("--idle-exit") << QString::number(m_graceS);
+        p->setChildProcessModifier([] { ::setsid(); });  // a Ctrl-C or hang-up of this terminal spares them
+    } else {
+        args << QStringLiteral("--exit-with-parent");
+    }
+    p->start(m_program, args);
 }
 
 void LocalCluster::restart(int worker)

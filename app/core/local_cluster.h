@@ -26,6 +26,10 @@ public:
     // else on PATH. Empty if not found.
     static QString agentProgram();
 
+    // graceS > 0: agents outlive this process (own session, no parent-death
+    // signal) and keep training graceS seconds for a controller to reattach,
+    // then stop and exit by themselves. 0 (default): they end with it.
+    void setGrace(int graceS) { m_graceS = graceS; }
     void start(int workers, const QByteArray &secret, int startTimeoutMs = 30000);
     void shutdown(int graceMs = 3000);
 
@@ -54,6 +58,7 @@ private:
     QString m_program;
     QProcessEnvironment m_env;
     QList<bool> m_restarting;
+    int m_graceS = 0;
     QList<QProcess *> m_procs;
     QList<quint16> m_ports;
     QList<QByteArray> m_stdout;

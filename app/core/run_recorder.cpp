@@ -69,6 +69,27 @@ bool RunRecorder::begin(const RunData *data)
     return true;
 }
 
+void RunRecorder::resume(qint64 runId, const RunData *data)
+{
+    m_data = data;
+    m_runId = runId;
+    m_finished = false;
+    m_reported = false;
+    m_written.clear();
+    m_samples = m_bytes = 0;
+    for (int w = 0; w < data->workers(); ++w) {
+        m_written.append(data->rounds(w).size());
+        for (const auto &r : data->rounds(w)) {
+            m_samples += r.batch;
+            m_bytes += r.bytesSent;
+        }
+    }
+    m_segmentStart = m_written;
+    m_evalsWritten = data->evals().size();
+    m_mergesWritten = data->merges().size();
+    m_timer.start();
+}
+
 bool RunRecorder::flush()
 {
     if (!isRecording())

@@ -44,6 +44,9 @@ public:
 
     // Driving by hand (tests, replays). `data` must outlive the recording.
     bool begin(const RunData *data);
+    // Goes on recording stored run `runId`, whose rows `data` starts with
+    // (a control center reattached to its agents).
+    void resume(qint64 runId, const RunData *data);
     bool flush();
     // Final flush, compaction, outcomes and status. Idempotent.
     bool finish(bool ok, const QString &message);

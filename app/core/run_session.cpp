@@ -22,22 +22,42 @@ QString RunSession::workerState(int worker) const
 void RunSession::start(const protocol::JobSpec &job, const QList<AgentEndpoint> &agents, const QByteArray &secret,
                        const QString &rendezvousHost, quint16 rendezvousPort)
 {
+    RunData data;
+    data.reset(job, int(agents.size()));
+    QList<int> members;
+    for (int i = 0; i < agents.size(); ++i)
+        members.append(i);
+    open(data, agents, secret, rendezvousHost, rendezvousPort, members, 0, false);
+}
+
+void RunSession::attach(const RunData &data, const QList<AgentEndpoint> &agents, const QByteArray &secret,
+                        const QString &rendezvousHost, quint16 rendezvousPort, const QList<int> &members, int generation)
+{
+    open(data, agents, secret, rendezvousHost, rendezvousPort, members, generation, true);
+}
+
+void RunSession::open(const RunData &data, const QList<AgentEndpoint> &agents, const QByteArray &secret,
+                      const QString &rendezvousHost, quint16 rendezvousPort, const QList<int> &members, int generation,
+                      bool attaching)
+{
     qDeleteAll(m_agents);
     m_agents.clear();
-    m_job = job;
+    m_data = data;
+    m_job = data.job();
     m_job.world = int(agents.size());
     m_rendezvousHost = rendezvousHost;
     m_rendezvousPort = rendezvousPort;
     m_secret = secret;
     m_failure.clear();
-    m_generation = 0;
-    m_members.clear();
+    m_generation = generation;
+    m_members = members;
+    m_attaching = attaching;
     m_workerStates = QStringList(agents.size(), QStringLiteral("connecting"));
     m_done = QList<bool>(agents.size(), false);
-    m_data.reset(m_job, int(agents.size()));
+    for (int w = 0; w < agents.size(); ++w)
+        m_done[w] = !members.contains(w);
     setState(State::Connecting);
     for (int i = 0; i < agents.size(); ++i) {
-        m_members.append(i);
         AgentConnection *a = connectAgent(i, agents[i]);
         connect(a, &AgentConnection::ready, this, &RunSession::onAgentReady);
         m_agents.append(a);
@@ -73,10 +93,15 @@ AgentConnection *RunSession::connectAgent(int i, const AgentEndpoint &agent)
 
 void RunSession::onAgentReady()
 {
-    if (m_state != State::Connecting
-        || !std::all_of(m_agents.begin(), m_agents.end(),
-                        [](AgentConnection *a) { return a->state() == AgentConnection::State::Ready; }))
+    if (m_state != State::Connecting || !std::all_of(m_members.begin(), m_members.end(), [this](int w) {
+            return m_agents.value(w) && m_agents[w]->state() == AgentConnection::State::Ready;
+        }))
         return;
+    if (m_attaching) {
+        setState(State::Running);
+        Q_EMIT logMessage(QStringLiteral("reattached to %1 workers; they deliver what they buffered meanwhile").arg(m_members.size()));
+        return;
+    }
     m_data.markStarted();
     for (AgentConnection *a : std::as_const(m_agents)) {
         protocol::JobSpec spec = m_job;

@@ -35,6 +35,12 @@ public:
     // agent hosts the rendezvous at rendezvousHost:rendezvousPort.
     void start(const protocol::JobSpec &job, const QList<AgentEndpoint> &agents, const QByteArray &secret,
                const QString &rendezvousHost, quint16 rendezvousPort);
+    // Takes over a running job whose controller went away: connects to its
+    // agents without sending a job; they deliver what they buffered.
+    // `data` holds what was recorded before; members/generation are the
+    // group as last known.
+    void attach(const RunData &data, const QList<AgentEndpoint> &agents, const QByteArray &secret,
+                const QString &rendezvousHost, quint16 rendezvousPort, const QList<int> &members, int generation);
     void stop();
     void pause();
     void resume();
@@ -70,6 +76,8 @@ Q_SIGNALS:
 
 private:
     void setState(State s);
+    void open(const RunData &data, const QList<AgentEndpoint> &agents, const QByteArray &secret, const QString &rendezvousHost,
+              quint16 rendezvousPort, const QList<int> &members, int generation, bool attaching);
     void broadcast(const QString &cmd, const QCborMap &args = {});
     AgentConnection *connectAgent(int worker, const AgentEndpoint &agent);
     void onAgentReady();
@@ -94,6 +102,7 @@ private:
     QList<int> m_members;  // in rank order
     int m_generation = 0;
     bool m_elastic = true;
+    bool m_attaching = false;
 };
 
 } // namespace dlion::core

@@ -2,6 +2,8 @@
 #include "child_processes.h"
 #include "cluster_fixture.h"
 
+#include <run_store.h>
+
 #include <QDir>
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -24,6 +26,7 @@ private Q_SLOTS:
     void idleAgentExitsByItself();
     void agentsNeverOutliveTheCli_data();
     void agentsNeverOutliveTheCli();
+    void attachTakesOverAfterTheCliDies();
 };
 
 void TestLocalCluster::allreduceReaches80PercentWithIdenticalReplicas()
@@ -194,6 +197,56 @@ void TestLocalCluster::agentsNeverOutliveTheCli()
     }
     for (qint64 pid : agents)
         QTRY_VERIFY_WITH_TIMEOUT(!test::alive(pid), 15000);
+}
+
+void TestLocalCluster::attachTakesOverAfterTheCliDies()
+{
+    QTemporaryDir out;
+    const QString store = out.filePath("runs.sqlite"), runDir = out.filePath("run");
+    const QString attachFile = QDir(runDir).filePath("attach.json");
+    QProcess p;
+    p.start(qEnvironmentVariable("DLION_CLI"), {"run", "--workers", "3", "--strategy", "dlion", "--model", "mlp", "--seconds", "20",
+                                                "--grace", "60", "--out", runDir, "--store", store});
+    QVERIFY(p.waitForStarted());
+    QByteArray seen;
+    QTRY_VERIFY_WITH_TIMEOUT((seen += p.readAllStandardOutput()).contains("samples/s"), 60000);
+    QVERIFY(QFile::exists(attachFile));
+    QCOMPARE(QFile::permissions(attachFile) & (QFile::ReadOther | QFile::ReadGroup), QFile::Permissions());
+    const QList<qint64> agents = test::childPids(p.processId());
+    QCOMPARE(agents.size(), 3);
+    ::kill(pid_t(p.processId()), SIGKILL);  // the control center crashes
+    QVERIFY(p.waitForFinished(10000));
+    // The agents train on with nobody attached (that is the point of the wait).
+    QTest::qWait(3000);
+    for (qint64 pid : agents)
+        QVERIFY(test::alive(pid));
+
+    QProcess a;
+    a.start(qEnvironmentVariable("DLION_CLI"), {"attach", runDir});
+    QVERIFY(a.waitForFinished(120000));
+    const QByteArray said = a.readAllStandardOutput() + a.readAllStandardError();
+    QVERIFY2(a.exitCode() == 0 && said.contains("run finished"), said.constData());
+    QVERIFY(QFile::exists(QDir(runDir).filePath("summary.json")));
+    QVERIFY(!QFile::exists(attachFile));
+
+    // One stored run holds all of it, the rounds trained while detached included.
+    core::RunStore s;
+    QVERIFY2(s.open(store, core::RunStore::Mode::ReadOnly), qPrintable(s.errorString()));
+    const auto run = s.loadRun(1);
+    QVERIFY2(run, qPrintable(s.errorString()));
+    QCOMPARE(run->info.status, QStringLiteral("finished"));
+    for (int w = 0; w < 3; ++w) {
+        const auto &rounds = run->data.rounds(w);
+        QVERIFY(!rounds.isEmpty() && rounds.last().t > 19);
+        for (qsizetype i = 1; i < rounds.size(); ++i)
+            QVERIFY(rounds[i].round > rounds[i - 1].round);
+        // At most what reached the crashed CLI but not yet its store is missing.
+        const qint64 missing = rounds.last().round + 1 - rounds.size();
+        QVERIFY2(missing * 4 < rounds.size(), qPrintable(QStringLiteral("worker %1: %2 of %3 rounds missing")
+                                                             .arg(w).arg(missing).arg(rounds.last().round + 1)));
+    }
+    for (qint64 pid : agents)
+        QTRY_VERIFY_WITH_TIMEOUT(!test::alive(pid), 30000);
 }
 
 QTEST_GUILESS_MAIN(TestLocalCluster)

@@ -53,7 +53,7 @@ class TstCommandLine : public QObject {
         QTest::addColumn<QString>("name");
         const QString cli = qEnvironmentVariable("DLION_CLI");
         QTest::newRow("dlion") << cli << QStringList() << "dlion";
-        for (const char *sub : {"run", "deploy", "stop", "runs", "report", "compare", "tag", "note"})
+        for (const char *sub : {"run", "attach", "deploy", "stop", "runs", "report", "compare", "tag", "note"})
             QTest::newRow(sub) << cli << QStringList{QString::fromLatin1(sub)} << QStringLiteral("dlion %1").arg(QLatin1String(sub));
         QTest::newRow("dlion-agent") << qEnvironmentVariable("DLION_AGENT") << QStringList() << "dlion-agent";
 #ifdef DLION_STUDIO
