@@ -5,7 +5,9 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <algorithm>
 #include <mutex>
+#include <vector>
 
 namespace dlion::engine {
 
@@ -34,7 +36,9 @@ struct Comm::State {
     std::chrono::milliseconds timeout{0};
     std::mutex mutex;
     bool aborted = false;
-    c10d::Work *waitingP2p = nullptr;  // Gloo can abort only point-to-point work
+    // Gloo can abort only point-to-point work; a round waits on several
+    // (one receive per peer, each on its own thread), and all must end.
+    std::vector<c10d::Work *> waitingP2p;
 };
 
 Comm::Comm(const Options &o) : m_rank(o.rank), m_world(o.world), m_state(std::make_shared<State>())
@@ -71,8 +75,8 @@ void Comm::abort()
 {
     std::lock_guard lock(m_state->mutex);
     m_state->aborted = true;
-    if (m_state->waitingP2p)
-        m_state->waitingP2p->abort();
+    for (c10d::Work *w : m_state->waitingP2p)
+        w->abort();
 }
 
 std::thread Comm::release()
@@ -139,7 +143,7 @@ void Comm::Request::wait() const
         std::lock_guard lock(m_state->mutex);
         if (m_state->aborted)
             throw GroupBrokenError("point-to-point transfer abandoned: the group is re-forming");
-        m_state->waitingP2p = m_work.get();
+        m_state->waitingP2p.push_back(m_work.get());
     }
     bool completed = false;
     std::string why = "aborted: the group is re-forming";
@@ -149,7 +153,8 @@ void Comm::Request::wait() const
         why = e.what();
     }
     std::lock_guard lock(m_state->mutex);
-    m_state->waitingP2p = nullptr;
+    auto &waiting = m_state->waitingP2p;
+    waiting.erase(std::find(waiting.begin(), waiting.end(), m_work.get()));
     if (!completed)
         throw broken("point-to-point transfer", why);
 }
