@@ -22,8 +22,10 @@ QString RunSession::workerState(int worker) const
 void RunSession::start(const protocol::JobSpec &job, const QList<AgentEndpoint> &agents, const QByteArray &secret,
                        const QString &rendezvousHost, quint16 rendezvousPort)
 {
+    protocol::JobSpec recorded = job;
+    recorded.world = int(agents.size());
     RunData data;
-    data.reset(job, int(agents.size()));
+    data.reset(recorded, int(agents.size()));
     QList<int> members;
     for (int i = 0; i < agents.size(); ++i)
         members.append(i);
