@@ -29,7 +29,7 @@ double cellValue(const QTableWidget *table, int row, int col)
 
 LocalClusterForm::LocalClusterForm(QWidget *parent)
     : QWidget(parent), m_workers(new QSpinBox(this)), m_slowdown(new QTableWidget(this)),
-      m_preset(new QComboBox(this)), m_matrix(new QTableWidget(this))
+      m_preset(new QComboBox(this)), m_matrix(new QTableWidget(this)), m_grace(new QSpinBox(this))
 {
     m_workers->setObjectName(QStringLiteral("workers"));
     m_workers->setRange(1, 64);
@@ -58,10 +58,19 @@ LocalClusterForm::LocalClusterForm(QWidget *parent)
     m_matrix->setToolTip(tr("Cap of each directed link in Mbit/s (row: sender, column: receiver)"));
     m_matrix->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
 
+    m_grace->setObjectName(QStringLiteral("grace"));
+    m_grace->setRange(0, 86400);
+    m_grace->setSingleStep(60);
+    m_grace->setSuffix(tr(" s"));
+    m_grace->setSpecialValueText(tr("No: stop the run with DLion Studio"));
+    m_grace->setToolTip(tr("How long the agents keep training after DLion Studio closes or crashes; "
+                           "File → Attach to run takes the run over again within that time"));
+
     auto *form = new QFormLayout;
     form->setFieldGrowthPolicy(QFormLayout::ExpandingFieldsGrow);
     form->addRow(tr("&Workers:"), m_workers);
     form->addRow(tr("&Links:"), m_preset);
+    form->addRow(tr("&Train on after closing:"), m_grace);
     auto *tables = new QHBoxLayout;
     tables->setSpacing(12);
     tables->addWidget(m_slowdown);
@@ -100,6 +109,8 @@ LocalClusterForm::LocalClusterForm(QWidget *parent)
 }
 
 int LocalClusterForm::workers() const { return m_workers->value(); }
+int LocalClusterForm::graceS() const { return m_grace->value(); }
+void LocalClusterForm::setGraceS(int s) { m_grace->setValue(s); }
 void LocalClusterForm::setWorkers(int n) { m_workers->setValue(n); }
 QString LocalClusterForm::linkPreset() const { return m_preset->currentData().toString(); }
 

@@ -28,6 +28,9 @@ public:
     QList<QList<double>> capMatrix() const;
     void setCap(int from, int to, double mbps);
     QJsonObject emulation() const;
+    // Seconds the agents train on after DLion Studio closes (0: they end with it).
+    int graceS() const;
+    void setGraceS(int s);
 
     // Marks invalid cells in place; returns the first problem, empty if none.
     QString validate();
@@ -47,6 +50,7 @@ private:
     QTableWidget *m_slowdown;
     QComboBox *m_preset;
     QTableWidget *m_matrix;
+    QSpinBox *m_grace;
     bool m_filling = false;
 };
 

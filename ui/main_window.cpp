@@ -9,6 +9,7 @@
 #include "live_controls.h"
 #include "local_cluster_form.h"
 #include "preset_store.h"
+#include <attach_file.h>
 #include <report_writer.h>
 #include "run_list_dialog.h"
 #include "studio_resources.h"
@@ -27,6 +28,7 @@
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QPlainTextEdit>
+#include <QPushButton>
 #include <QRegularExpression>
 #include <QScrollArea>
 #include <QSettings>
@@ -145,6 +147,8 @@ MainWindow::MainWindow(QWidget *parent)
     restoreSettings();
     validate();
     updateActions();
+    if (const qsizetype n = core::findAttachableRuns(core::RunStore::defaultRunsDir()).size())
+        log(tr("%n run(s) may still be training without a control center: File → Attach to run takes one over.", nullptr, int(n)));
 }
 
 MainWindow::~MainWindow() = default;
@@ -214,6 +218,9 @@ void MainWindow::buildActions()
                                                  tr("No run recorded in this session yet. Use File → Runs to export an earlier one.")));
         exportReportInteractively(m_controller.recordedRunId());
     });
+    m_attach = new QAction(icon("start"), tr("&Attach to run…"), this);
+    m_attach->setToolTip(tr("Take over a run that trains on after its control center closed or crashed"));
+    connect(m_attach, &QAction::triggered, this, &MainWindow::chooseRunToAttach);
     auto *quit = new QAction(tr("&Quit"), this);
     quit->setShortcut(QKeySequence::Quit);
     connect(quit, &QAction::triggered, this, &QWidget::close);
@@ -223,6 +230,7 @@ void MainWindow::buildActions()
     file->addAction(savePresetAction);
     file->addSeparator();
     file->addAction(runs);
+    file->addAction(m_attach);
     file->addAction(exportAction);
     file->addSeparator();
     file->addAction(quit);
@@ -347,24 +355,66 @@ void MainWindow::start()
     }
     const int n = request->workers;
     const bool local = m_cluster->mode() == ClusterPage::Mode::Local;
-    m_dashboard->reset(n, local ? m_cluster->localForm()->capMatrix() : QList<QList<double>>());
-    m_dashboard->attach(&m_controller.session().data());
-    m_workers->reset(n);
-    m_live->setWorkers(n);
-    m_pause->setChecked(false);
-    m_mergePending = false;
+    resetViews(n, local ? m_cluster->localForm()->capMatrix() : QList<QList<double>>());
     log(tr("Starting a %1 run on %2 %3 workers (%4 on %5).")
             .arg(request->spec.strategy)
             .arg(n)
             .arg(local ? tr("local") : tr("remote"))
             .arg(request->spec.model, request->spec.dataset));
     if (local) {
-        m_controller.startLocal(*request);
+        m_controller.startLocal(*request, m_cluster->localForm()->graceS());
     } else {
         QString error;
         m_controller.startRemote(*request, *clusterSpec(&error));
     }
     showPage(Page::Dashboard);
+}
+
+void MainWindow::resetViews(int workers, const QList<QList<double>> &caps)
+{
+    m_dashboard->reset(workers, caps);
+    m_dashboard->attach(&m_controller.session().data());
+    m_workers->reset(workers);
+    m_live->setWorkers(workers);
+    m_pause->setChecked(false);
+    m_mergePending = false;
+}
+
+void MainWindow::attachToRun(const QString &runDir)
+{
+    if (m_controller.isActive())
+        return;
+    m_controller.attachTo(runDir);
+    if (m_controller.phase() != RunController::Phase::Running)
+        return;  // the controller logged why
+    resetViews(m_controller.request().workers, {});
+    showPage(Page::Dashboard);
+}
+
+void MainWindow::chooseRunToAttach()
+{
+    const QList<core::AttachableRun> found = core::findAttachableRuns(core::RunStore::defaultRunsDir());
+    QStringList items;
+    for (const core::AttachableRun &f : found)
+        items << tr("Run %1: %2 workers, group changed %3 (%4)")
+                     .arg(f.file.runId)
+                     .arg(f.file.agents.size())
+                     .arg(QLocale().toString(f.updated, QLocale::ShortFormat), f.runDir);
+    const QString other = tr("Another folder…");
+    items << other;
+    bool ok = true;
+    const QString choice = found.isEmpty()
+        ? other
+        : QInputDialog::getItem(this, tr("Attach to run"), tr("Runs training without a control center:"), items, 0, false, &ok);
+    if (!ok)
+        return;
+    const qsizetype i = items.indexOf(choice);
+    const QString dir = i < found.size()
+        ? found[i].runDir
+        : QFileDialog::getExistingDirectory(this, tr("Folder of the run to take over (it holds attach.json)"),
+                                            core::RunStore::defaultRunsDir());
+    if (!dir.isEmpty())
+        attachToRun(dir);
 }
 
 std::optional<core::ClusterSpec> MainWindow::clusterSpec(QString *error) const
@@ -493,6 +543,7 @@ void MainWindow::updateActions()
     const auto phase = m_controller.phase();
     const bool running = phase == RunController::Phase::Running;
     m_start->setEnabled(!m_controller.isActive() && m_problem.isEmpty());
+    m_attach->setEnabled(!m_controller.isActive());
     m_pause->setEnabled(running);
     m_stop->setEnabled(running || phase == RunController::Phase::StartingAgents);
     m_merge->setEnabled(running);
@@ -559,6 +610,7 @@ QJsonObject MainWindow::currentPreset() const
     return QJsonObject{{"job", m_job->job()},
                        {"local", QJsonObject{{"workers", local->workers()},
                                              {"slowdown", slowdown},
+                                             {"grace_s", local->graceS()},
                                              {"emulation", local->emulation()}}},
                        {"hosts", hosts}};
 }
@@ -576,6 +628,7 @@ void MainWindow::applyPreset(const QJsonObject &preset)
     LocalClusterForm *form = m_cluster->localForm();
     if (local.contains("workers"))
         form->setWorkers(local.value("workers").toInt(3));
+    form->setGraceS(local.value("grace_s").toInt());
     const QJsonArray slowdown = local.value("slowdown").toArray();
     for (int w = 0; w < slowdown.size(); ++w)
         form->setSlowdown(w, slowdown[w].toDouble(1));
@@ -685,6 +738,20 @@ void MainWindow::saveSettings() const
 
 void MainWindow::closeEvent(QCloseEvent *event)
 {
+    if (m_controller.canLeaveRunning()) {
+        QMessageBox box(QMessageBox::Question, tr("A run is training"),
+                        tr("Leave the run training without DLion Studio? Its agents train on for up to %1 s; "
+                           "File → Attach to run takes it over again.").arg(m_controller.graceS()),
+                        QMessageBox::Cancel, this);
+        QPushButton *leave = box.addButton(tr("&Leave it training"), QMessageBox::AcceptRole);
+        QPushButton *stop = box.addButton(tr("&Stop the run"), QMessageBox::DestructiveRole);
+        box.setDefaultButton(leave);
+        box.exec();
+        if (box.clickedButton() == leave)
+            m_controller.leaveRunning();
+        else if (box.clickedButton() != stop)
+            return event->ignore();
+    }
     saveSettings();
     if (m_controller.isActive())
         m_controller.stop();

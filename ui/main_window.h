@@ -49,6 +49,9 @@ public:
     QAction *stopAction() const { return m_stop; }
     QAction *mergeAction() const { return m_merge; }
     QAction *restartWorkerAction() const { return m_restartWorker; }
+    QAction *attachAction() const { return m_attach; }
+    // Takes over the run in `runDir` (its attach.json) and shows it live.
+    void attachToRun(const QString &runDir);
     QString statusText() const;
     // Writes a stored run's report to `path` (format from its extension:
     // .html, .pdf, .json, else a CSV folder); returns the error or empty.
@@ -62,6 +65,9 @@ private:
     void buildDocks();
     QWidget *buildJobPage();
     void start();
+    void chooseRunToAttach();
+    // Dashboard, workers and live controls for a run of `workers`.
+    void resetViews(int workers, const QList<QList<double>> &caps);
     void connectMachines();
     std::optional<core::ClusterSpec> clusterSpec(QString *error) const;
     bool askHostKey(const QString &host, const QString &fingerprint);
@@ -92,7 +98,7 @@ private:
     QLabel *m_banner;
     QLabel *m_phaseLabel;
     QLabel *m_statsLabel;
-    QAction *m_start, *m_pause, *m_stop, *m_merge, *m_restartWorker;
+    QAction *m_start, *m_pause, *m_stop, *m_merge, *m_restartWorker, *m_attach;
     QMenu *m_viewMenu = nullptr;
     QString m_problem;
     bool m_mergePending = false;

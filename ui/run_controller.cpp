@@ -2,11 +2,15 @@
 
 #include "ui_log.h"
 
+#include <attach_point.h>
 #include <deployer.h>
 #include <handshake.h>
 #include <local_cluster.h>
 #include <local_rejoin.h>
+#include <remote_agent.h>
 
+#include <QDateTime>
+#include <QDir>
 #include <QHostAddress>
 #include <QJsonArray>
 
@@ -46,7 +50,7 @@ void RunController::setPhase(Phase p)
     Q_EMIT phaseChanged(p);
 }
 
-void RunController::startLocal(const core::JobRequest &request)
+void RunController::startLocal(const core::JobRequest &request, int graceS)
 {
     if (isActive())
         return;
@@ -55,7 +59,10 @@ void RunController::startLocal(const core::JobRequest &request)
     m_request = request;
     m_paused = false;
     m_secret = protocol::handshake::makeSecret();
+    m_left = false;
+    m_attachPoint.reset();
     m_cluster = std::make_unique<core::LocalCluster>();
+    m_cluster->setGrace(graceS);
     connect(m_cluster.get(), &core::LocalCluster::failed, this, [this](const QString &reason) {
         fail(tr("The local agents could not start: %1").arg(reason));
     });
@@ -67,7 +74,11 @@ void RunController::startLocal(const core::JobRequest &request)
     connect(m_cluster.get(), &core::LocalCluster::ready, this, [this] {
         m_rejoin = std::make_unique<core::LocalRejoin>(m_cluster.get(), &m_session);
         connect(m_rejoin.get(), &core::LocalRejoin::message, this, &RunController::message);
-        m_session.start(m_request.spec, m_cluster->endpoints(), m_secret, core::LocalCluster::kHost, core::pickFreePort());
+        const quint16 port = core::pickFreePort();
+        if (m_cluster->grace() > 0)
+            keepAttachPoint({.agents = m_cluster->endpoints(), .rendezvousHost = core::LocalCluster::kHost,
+                             .rendezvousPort = port, .graceS = m_cluster->grace()});
+        m_session.start(m_request.spec, m_cluster->endpoints(), m_secret, core::LocalCluster::kHost, port);
         setPhase(Phase::Running);
         Q_EMIT runStarted(m_cluster->size());
     });
@@ -95,6 +106,8 @@ void RunController::startRemote(const core::JobRequest &request, const core::Clu
         return;
     m_request = request;
     m_paused = false;
+    m_left = false;
+    m_attachPoint.reset();
     m_secret = protocol::handshake::makeSecret();
     m_deployer = makeDeployer(cluster);
     QJsonArray hosts;
@@ -110,6 +123,8 @@ void RunController::startRemote(const core::JobRequest &request, const core::Clu
         const quint16 port = configured > 0 ? quint16(configured)
             : QHostAddress(rank0).isLoopback() ? core::pickFreePort(rank0)
                                                : quint16(kDefaultRendezvousPort);
+        keepAttachPoint({.agents = endpoints, .rendezvousHost = rank0, .rendezvousPort = port,
+                         .graceS = core::RemoteAgent::kGraceS});
         m_session.start(m_request.spec, endpoints, m_secret, rank0, port);
         setPhase(Phase::Running);
         Q_EMIT runStarted(int(endpoints.size()));
@@ -121,14 +136,92 @@ void RunController::startRemote(const core::JobRequest &request, const core::Clu
 
 void RunController::prepareRecording(const QJsonObject &cluster)
 {
-    if (!m_store.isOpen()) {
-        if (!m_store.open(core::RunStore::defaultPath(), core::RunStore::Mode::ReadWrite)) {
-            Q_EMIT message(tr("Not recording this run: %1").arg(m_store.errorString()));
-            return;
-        }
+    if (!m_store.isOpen() && !m_store.open(core::RunStore::defaultPath(), core::RunStore::Mode::ReadWrite)) {
+        Q_EMIT message(tr("Not recording this run: %1").arg(m_store.errorString()));
+        return;
+    }
+    if (!m_recorderAttached) {
         m_recorder.attach(&m_session);
+        m_recorderAttached = true;
     }
     m_recorder.setCluster(cluster);
+    m_recorder.setOutDir(QString());
+}
+
+void RunController::keepAttachPoint(core::AttachFile file, QString runDir)
+{
+    if (!m_store.isOpen())
+        return;  // no stored run to go on recording into
+    if (runDir.isEmpty()) {
+        runDir = core::RunStore::defaultRunsDir() + QStringLiteral("/")
+            + QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss-")) + m_request.spec.strategy;
+        if (!QDir().mkpath(runDir))
+            return void(Q_EMIT message(tr("Cannot create the run folder %1; this run cannot be taken over later.").arg(runDir)));
+        m_recorder.setOutDir(runDir);
+    }
+    file.store = m_store.path();
+    file.secret = m_secret;
+    m_attachPoint = std::make_unique<core::AttachPoint>(&m_session, &m_recorder, runDir, file);
+    connect(m_attachPoint.get(), &core::AttachPoint::writeFailed, this, &RunController::message);
+}
+
+void RunController::attachTo(const QString &runDir)
+{
+    if (isActive() || m_deployer)
+        return;
+    QString error;
+    const auto file = core::AttachFile::read(runDir, &error);
+    if (!file)
+        return fail(tr("Cannot take the run over: %1").arg(error));
+    if (m_store.path() != file->store) {
+        m_store.close();
+        if (!m_store.open(file->store, core::RunStore::Mode::ReadWrite))
+            return fail(tr("Cannot take the run over: %1").arg(m_store.errorString()));
+    }
+    const auto run = m_store.loadRun(file->runId);
+    if (!run)
+        return fail(tr("Cannot take the run over: %1").arg(m_store.errorString()));
+    prepareRecording(run->info.cluster);
+    m_request = core::JobRequest{run->data.job(), run->data.workers()};
+    m_secret = file->secret;
+    m_paused = false;
+    m_left = false;
+    m_session.attach(run->data, file->agents, m_secret, file->rendezvousHost, file->rendezvousPort, file->members,
+                     file->generation);
+    m_recorder.resume(file->runId, &m_session.data());
+    keepAttachPoint(*file, runDir);
+    setPhase(Phase::Running);
+    Q_EMIT message(tr("Taking over run %1 (%2 workers) from %3…").arg(file->runId).arg(m_request.workers).arg(runDir));
+    Q_EMIT runStarted(m_request.workers);
+}
+
+bool RunController::canLeaveRunning() const
+{
+    return m_attachPoint && m_phase == Phase::Running && !m_deployer;
+}
+
+void RunController::leaveRunning()
+{
+    if (!canLeaveRunning())
+        return;
+    m_recorder.flush();
+    m_attachPoint->leave();
+    m_left = true;
+    if (m_cluster)
+        m_cluster->release();
+    setPhase(Phase::Idle);
+    Q_EMIT message(tr("The run trains on without DLion Studio for up to %1 s; take it over with File → Attach to run.")
+                       .arg(m_attachPoint->graceS()));
+}
+
+int RunController::graceS() const
+{
+    return m_attachPoint ? m_attachPoint->graceS() : 0;
+}
+
+QString RunController::runDir() const
+{
+    return m_attachPoint ? m_attachPoint->runDir() : QString();
 }
 
 void RunController::checkDeployment(const core::ClusterSpec &cluster)
@@ -213,19 +306,21 @@ bool RunController::canRestartWorker(int worker) const
 
 void RunController::releaseAgents()
 {
+    if (m_left)
+        return;
+    // Agents told to shut down exit on their own (taken-over ones too).
+    m_session.shutdownAgents();
     if (m_deployer) {
-        // Stops the remote agents and removes their files; the deployer
-        // deletes itself once every host is done.
-        m_session.shutdownAgents();
+        // Also removes the remote agents' files; the deployer deletes
+        // itself once every host is done.
         m_deployer->stop();
         m_deployer = nullptr;
     }
     if (!m_cluster)
         return;
-    // Agents told to shut down exit on their own; whatever still runs after
-    // a grace period is killed when the cluster is deleted. No blocking wait
-    // here: the window stays responsive whatever the agents do.
-    m_session.shutdownAgents();
+    // Whatever still runs after a grace period is killed when the cluster
+    // is deleted. No blocking wait here: the window stays responsive
+    // whatever the agents do.
     m_rejoin.reset();
     core::LocalCluster *cluster = m_cluster.release();
     cluster->setParent(this);

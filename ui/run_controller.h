@@ -1,5 +1,6 @@
 #pragma once
 
+#include <attach_file.h>
 #include <cluster_spec.h>
 #include <job_builder.h>
 #include <run_recorder.h>
@@ -11,6 +12,7 @@
 #include <memory>
 
 namespace dlion::core {
+class AttachPoint;
 class Deployer;
 class LocalCluster;
 class LocalRejoin;
@@ -32,8 +34,22 @@ public:
     explicit RunController(QObject *parent = nullptr);
     ~RunController() override;
 
-    // Starts `request.workers` local agents, then the job.
-    void startLocal(const core::JobRequest &request);
+    // Starts `request.workers` local agents, then the job. graceS > 0: the
+    // agents train on that long without a control center, and the run can
+    // be taken over from its folder (attachTo).
+    void startLocal(const core::JobRequest &request, int graceS = 0);
+    // Takes over the run whose folder holds an attach.json, left by a
+    // control center that went away: same stored run, same controls.
+    void attachTo(const QString &runDir);
+    // Whether the run can train on after this control center closes.
+    bool canLeaveRunning() const;
+    // Lets the run train on without us: the agents stay up and untold,
+    // attach.json stays for whoever takes over. Call before closing.
+    void leaveRunning();
+    // The current run's folder (attach.json), empty when it has none.
+    QString runDir() const;
+    // How long its agents train on without a control center (0: not at all).
+    int graceS() const;
     // Deploys agents to the cluster's hosts (host order = rank), then the job.
     void startRemote(const core::JobRequest &request, const core::ClusterSpec &cluster);
     // Deploys to every host and removes the agents again: proves the
@@ -78,10 +94,15 @@ private:
     // Opens the store on first use; a store that cannot open only costs
     // the recording, never the run.
     void prepareRecording(const QJsonObject &cluster);
+    // A folder for the run, and attach.json kept in it while it trains.
+    void keepAttachPoint(core::AttachFile file, QString runDir = {});
 
     core::RunSession m_session;
     core::RunStore m_store;
     core::RunRecorder m_recorder{&m_store};
+    bool m_recorderAttached = false;
+    std::unique_ptr<core::AttachPoint> m_attachPoint;
+    bool m_left = false;  // leaveRunning(): the agents are not ours to stop
     std::unique_ptr<core::LocalCluster> m_cluster;
     std::unique_ptr<core::LocalRejoin> m_rejoin;  // with m_cluster, once its agents listen
     core::Deployer *m_deployer = nullptr;  // owned; deleted once its agents are stopped

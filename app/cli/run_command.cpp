@@ -5,6 +5,7 @@
 #include <command_line.h>
 #include <handshake.h>
 #include <link_presets.h>
+#include <remote_agent.h>
 
 #include <QCommandLineParser>
 #include <QCoreApplication>
@@ -12,7 +13,6 @@
 #include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
-#include <QStandardPaths>
 #include <QTextStream>
 
 #include <unistd.h>
@@ -199,13 +199,7 @@ int RunCommand::exec(const QStringList &args)
             return 2;
         }
         m_cluster.setGrace(s);
-        if (s > 0) {
-            connect(&m_session, &core::RunSession::groupChanged, this, &RunCommand::writeAttachFile);
-            connect(&m_session, &core::RunSession::stateChanged, this, [this](core::RunSession::State state) {
-                if (state == core::RunSession::State::Running)
-                    writeAttachFile();
-            });
-        }
+        m_graceS = s;
     }
     if (parser.isSet("cluster")) {
         m_remote = std::make_unique<ConsoleDeployer>();
@@ -226,8 +220,7 @@ int RunCommand::exec(const QStringList &args)
 
     QString outDir = parser.value("out");
     if (outDir.isEmpty()) {
-        const QString base = QStandardPaths::writableLocation(QStandardPaths::GenericDataLocation) + "/dlion/runs";
-        outDir = base + "/" + QDateTime::currentDateTime().toString("yyyyMMdd-HHmmss") + "-" + m_request.spec.strategy;
+        outDir = core::RunStore::defaultRunsDir() + "/" + QDateTime::currentDateTime().toString("yyyyMMdd-HHmmss") + "-" + m_request.spec.strategy;
     }
     m_outDir = QDir(outDir);
     if (!m_outDir.mkpath(".")) {
@@ -277,13 +270,20 @@ void RunCommand::followSession(bool quiet)
     }
 }
 
-void RunCommand::writeAttachFile()
+void RunCommand::keepAttachPoint(const QList<core::AgentEndpoint> &agents, const QString &rendezvousHost,
+                                 quint16 rendezvousPort, int graceS)
 {
-    const core::AttachFile file{m_recorder.runId(), m_store.path(),        m_cluster.endpoints(),
-                                m_secret,           core::LocalCluster::kHost, m_rendezvousPort,
-                                m_session.members(), m_session.generation()};
-    if (QString error; !file.write(m_outDir.path(), &error))
-        err() << "dlion run: " << error << "; this run cannot be reattached\n";
+    if (!m_store.isOpen())
+        return;  // no stored run to go on recording into
+    core::AttachFile file;
+    file.store = m_store.path();
+    file.agents = agents;
+    file.secret = m_secret;
+    file.rendezvousHost = rendezvousHost;
+    file.rendezvousPort = rendezvousPort;
+    file.graceS = graceS;
+    m_attachPoint = std::make_unique<core::AttachPoint>(&m_session, &m_recorder, m_outDir.path(), file);
+    connect(m_attachPoint.get(), &core::AttachPoint::writeFailed, this, [](const QString &m) { err() << "dlion run: " << m << "\n"; });
 }
 
 int RunCommand::attach(const QStringList &args)
@@ -292,7 +292,8 @@ int RunCommand::attach(const QStringList &args)
         QStringLiteral("dlion attach"), QStringLiteral("take over a run whose dlion run went away"),
         QStringLiteral("dlion attach RUN_DIR [--quiet]"),
         QStringLiteral("A local run started with 'dlion run --grace S' keeps training S seconds after its\n"
-                       "dlion run is closed or killed. 'dlion attach' connects to its agents again,\n"
+                       "dlion run (or DLion Studio) is closed or killed; the agents of a --cluster run keep\n"
+                       "training 30 s. 'dlion attach' connects to its agents again,\n"
                        "records what they buffered meanwhile into the same stored run, shows progress\n"
                        "and, like dlion run, writes RUN_DIR/summary.json at the end."),
         {QStringLiteral("dlion run --grace 120 --seconds 600 --out runs/long   # then the terminal closes"),
@@ -327,11 +328,14 @@ int RunCommand::attach(const QStringList &args)
     m_request.workers = run->data.workers();
     m_request.spec = run->data.job();
     m_secret = file->secret;
+    if (run->info.cluster.value("kind").toString() == QLatin1String("ssh"))
+        m_takenOverCluster = run->info.cluster.value("file").toString();
     followSession(parser.isSet("quiet"));
     m_session.attach(run->data, file->agents, m_secret, file->rendezvousHost, file->rendezvousPort, file->members,
                      file->generation);
     m_recorder.resume(file->runId, &m_session.data());
     m_recorder.attach(&m_session);
+    keepAttachPoint(file->agents, file->rendezvousHost, file->rendezvousPort, file->graceS);
     out() << "attaching to run " << file->runId << " (" << file->agents.size() << " workers)\n";
     out().flush();
     m_clock.start();
@@ -343,8 +347,10 @@ void RunCommand::onClusterReady()
     m_rejoin = std::make_unique<core::LocalRejoin>(&m_cluster, &m_session);
     m_rejoin->setAutomatic(m_restartLostMs);
     connect(m_rejoin.get(), &core::LocalRejoin::message, this, [](const QString &m) { err() << m << "\n"; err().flush(); });
-    m_rendezvousPort = core::pickFreePort();
-    m_session.start(m_request.spec, m_cluster.endpoints(), m_secret, core::LocalCluster::kHost, m_rendezvousPort);
+    const quint16 port = core::pickFreePort();
+    if (m_graceS > 0)
+        keepAttachPoint(m_cluster.endpoints(), core::LocalCluster::kHost, port, m_graceS);
+    m_session.start(m_request.spec, m_cluster.endpoints(), m_secret, core::LocalCluster::kHost, port);
 }
 
 void RunCommand::printProgress(bool force)
@@ -376,7 +382,6 @@ void RunCommand::onFinished(bool ok, const QString &message)
 {
     m_progressTimer.stop();
     m_session.shutdownAgents();
-    QFile::remove(core::AttachFile::pathIn(m_outDir.path()));  // ended: nothing to reattach to
     const QJsonObject summary = m_session.data().summary();
     const QString path = m_outDir.filePath("summary.json");
     QFile f(path);
@@ -399,6 +404,8 @@ void RunCommand::onFinished(bool ok, const QString &message)
     if (!ok)
         err() << "dlion run: " << message << "\n";
     out() << "summary: " << QFileInfo(path).absoluteFilePath() << "\n";
+    if (!m_takenOverCluster.isEmpty())  // no deployer here to clean up after the agents
+        out() << "the agents' folders stay on the hosts: remove them with dlion stop --cluster " << m_takenOverCluster << "\n";
     if (m_recorder.runId() > 0 && m_recorder.finish(ok, message))
         out() << "run id: " << m_recorder.runId() << " in " << m_store.path() << " (dlion report " << m_recorder.runId() << ")\n";
     out().flush();
@@ -412,7 +419,9 @@ void RunCommand::deployRemote()
     connect(&deployer, &core::Deployer::deployed, this, [this](const QList<core::AgentEndpoint> &agents) {
         if (m_interrupts > 0)
             return exitAfterCleanup(1);
-        m_session.start(m_request.spec, agents, m_secret, agents[0].host, m_remote->rendezvousPort(agents[0].host));
+        const quint16 port = m_remote->rendezvousPort(agents[0].host);
+        keepAttachPoint(agents, agents[0].host, port, core::RemoteAgent::kGraceS);
+        m_session.start(m_request.spec, agents, m_secret, agents[0].host, port);
     });
     connect(&deployer, &core::Deployer::failed, this, [] {
         err() << "dlion run: the deployment failed\n";  // each host's reason is printed as it happens

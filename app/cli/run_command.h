@@ -2,7 +2,7 @@
 
 #include "console_deployer.h"
 
-#include <attach_file.h>
+#include <attach_point.h>
 #include <job_builder.h>
 #include <local_cluster.h>
 #include <local_rejoin.h>
@@ -20,7 +20,8 @@
 
 namespace dlion::cli {
 
-// `dlion run`: trains a job on the embedded local cluster, shows progress,
+// `dlion run`: trains a job on the embedded local cluster or the machines
+// of a cluster file, shows progress,
 // writes DIR/summary.json. Exit status: 0 success, 1 failed run, 2 bad usage.
 class RunCommand : public QObject {
     Q_OBJECT
@@ -37,9 +38,9 @@ private:
     void onClusterReady();
     // Progress, log and end of the session: shared by run and attach.
     void followSession(bool quiet);
-    // RUN_DIR/attach.json: what `dlion attach` needs (owner-only: it holds
-    // the run secret). Written while a --grace run trains, removed at its end.
-    void writeAttachFile();
+    // Keeps RUN_DIR/attach.json for `dlion attach` while the run trains.
+    void keepAttachPoint(const QList<core::AgentEndpoint> &agents, const QString &rendezvousHost, quint16 rendezvousPort,
+                         int graceS);
     void printProgress(bool force = false);
     void onFinished(bool ok, const QString &message);
     // --cluster: deploy agents over SSH, run on them, remove them after.
@@ -54,7 +55,9 @@ private:
     std::unique_ptr<ConsoleDeployer> m_remote;  // set with --cluster
     std::unique_ptr<core::LocalRejoin> m_rejoin;
     int m_restartLostMs = -1;  // --restart-lost
-    quint16 m_rendezvousPort = 0;
+    int m_graceS = 0;  // --grace
+    std::unique_ptr<core::AttachPoint> m_attachPoint;
+    QString m_takenOverCluster;  // attach: the cluster file of a cluster run
     core::RunStore m_store;
     core::RunRecorder m_recorder{&m_store};
     QTimer m_progressTimer;

@@ -2,6 +2,7 @@
 
 #include <QDir>
 #include <QFile>
+#include <QFileInfo>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -27,7 +28,8 @@ bool AttachFile::write(const QString &runDir, QString *error) const
                         {"rendezvous_host", rendezvousHost},
                         {"rendezvous_port", rendezvousPort},
                         {"members", ids},
-                        {"generation", generation}};
+                        {"generation", generation},
+                        {"grace_s", graceS}};
     QFile f(pathIn(runDir));
     if (f.open(QIODevice::WriteOnly | QIODevice::Truncate) && f.setPermissions(QFile::ReadOwner | QFile::WriteOwner)
         && f.write(QJsonDocument(o).toJson()) >= 0)
@@ -40,8 +42,8 @@ std::optional<AttachFile> AttachFile::read(const QString &runDir, QString *error
 {
     QFile f(pathIn(runDir));
     if (!f.open(QIODevice::ReadOnly)) {
-        *error = QStringLiteral("%1 is missing: only a local run started with a grace period that has not ended can be "
-                                "reattached").arg(f.fileName());
+        *error = QStringLiteral("%1 is missing: only a run whose agents train on without a controller (a local run "
+                                "started with a grace period, or a cluster run) and that has not ended can be reattached").arg(f.fileName());
         return std::nullopt;
     }
     const QJsonObject o = QJsonDocument::fromJson(f.readAll()).object();
@@ -56,11 +58,26 @@ std::optional<AttachFile> AttachFile::read(const QString &runDir, QString *error
     for (const QJsonValue &w : o.value("members").toArray())
         a.members.append(w.toInt());
     a.generation = o.value("generation").toInt();
+    a.graceS = o.value("grace_s").toInt();
     if (a.runId <= 0 || a.store.isEmpty() || a.agents.isEmpty() || a.members.isEmpty() || a.secret.isEmpty()) {
         *error = QStringLiteral("%1 is not a valid attach file").arg(f.fileName());
         return std::nullopt;
     }
     return a;
+}
+
+QList<AttachableRun> findAttachableRuns(const QString &runsDir)
+{
+    QList<AttachableRun> found;
+    const QDir dir(runsDir);
+    for (const QString &name : dir.entryList(QDir::Dirs | QDir::NoDotAndDotDot)) {
+        const QString runDir = dir.filePath(name);
+        QString ignored;  // folders of ended runs have no attach file
+        if (auto file = AttachFile::read(runDir, &ignored))
+            found.append({runDir, *file, QFileInfo(AttachFile::pathIn(runDir)).lastModified()});
+    }
+    std::sort(found.begin(), found.end(), [](const AttachableRun &a, const AttachableRun &b) { return a.updated > b.updated; });
+    return found;
 }
 
 } // namespace dlion::core

@@ -2,6 +2,7 @@
 
 #include "agent_endpoint.h"
 
+#include <QDateTime>
 #include <QList>
 #include <QString>
 
@@ -21,11 +22,20 @@ struct AttachFile {
     quint16 rendezvousPort = 0;
     QList<int> members;
     int generation = 0;
+    int graceS = 0;  // how long the agents train on without a controller
 
     static QString pathIn(const QString &runDir);
     bool write(const QString &runDir, QString *error) const;
     // A clear error when the file is missing or not a valid attach file.
     static std::optional<AttachFile> read(const QString &runDir, QString *error);
 };
+
+struct AttachableRun {
+    QString runDir;
+    AttachFile file;
+    QDateTime updated;  // the file's last write: the group's last change
+};
+// The reattachable runs in the subfolders of `runsDir`, newest first.
+QList<AttachableRun> findAttachableRuns(const QString &runsDir);
 
 } // namespace dlion::core

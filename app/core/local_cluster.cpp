@@ -149,6 +149,18 @@ void LocalCluster::kill(int worker)
         m_procs[worker]->kill();
 }
 
+void LocalCluster::release()
+{
+    // QProcess kills a child it still runs when deleted and cannot detach
+    // one, so the handles are dropped unowned: they live until this process
+    // exits, which is what a release is for.
+    for (QProcess *p : std::as_const(m_procs)) {
+        p->disconnect(this);
+        p->setParent(nullptr);
+    }
+    m_procs.clear();
+}
+
 void LocalCluster::shutdown(int graceMs)
 {
     for (QProcess *p : std::as_const(m_procs)) {

@@ -30,8 +30,12 @@ public:
     // signal) and keep training graceS seconds for a controller to reattach,
     // then stop and exit by themselves. 0 (default): they end with it.
     void setGrace(int graceS) { m_graceS = graceS; }
+    int grace() const { return m_graceS; }
     void start(int workers, const QByteArray &secret, int startTimeoutMs = 30000);
     void shutdown(int graceMs = 3000);
+    // Lets agents started with a grace period outlive this object and this
+    // process: forgets them without stopping them.
+    void release();
 
     // The address agents listen on; it also hosts the rendezvous.
     static constexpr const char *kHost = "127.0.0.1";

@@ -17,7 +17,6 @@ namespace {
 
 constexpr int kCommandTimeoutMs = 30000;
 constexpr int kAgentStartTimeoutS = 30;
-constexpr int kAgentGraceS = 30;
 
 QString localOutput(const QString &program, const QStringList &args)
 {
@@ -214,7 +213,7 @@ std::optional<AgentEndpoint> RemoteAgent::start(SshSession &ssh, QString *error)
         "p=$(cat agent.pid); i=0; while [ $i -lt %6 ]; do "
         "grep -m1 'listening on' agent.log && exit 0; "
         "kill -0 $p 2>/dev/null || { cat agent.log; exit 3; }; sleep 0.1; i=$((i+1)); done; exit 4")
-        .arg(dir, agentCommand(), listen).arg(m_host.agentPort).arg(kAgentGraceS).arg(kAgentStartTimeoutS * 10),
+        .arg(dir, agentCommand(), listen).arg(m_host.agentPort).arg(kGraceS).arg(kAgentStartTimeoutS * 10),
         (kAgentStartTimeoutS + 10) * 1000, error);
     if (!r)
         return std::nullopt;

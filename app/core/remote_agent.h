@@ -19,6 +19,8 @@ namespace dlion::core {
 // so it also cleans up after a controller that died.
 class RemoteAgent {
 public:
+    // How long a remote agent trains on without a controller.
+    static constexpr int kGraceS = 30;
     struct Setup {
         QString agentProgram;  // local dlion-agent to upload
         QString knownHosts;

@@ -38,7 +38,7 @@ RunRecorder::RunRecorder(RunStore *store, QObject *parent) : QObject(parent), m_
 void RunRecorder::attach(RunSession *session)
 {
     connect(session, &RunSession::stateChanged, this, [this, session](RunSession::State s) {
-        if (s == RunSession::State::Connecting && !isRecording())
+        if (s == RunSession::State::Connecting && !isRecording() && !session->isTakeover())
             begin(&session->data());
         else if (s == RunSession::State::Running)
             flush();

@@ -39,7 +39,8 @@ public:
     void setCompactionRounds(qsizetype rounds) { m_compactRounds = rounds; }
 
     // Records the session's next run: begins when it starts connecting,
-    // flushes while it runs, finishes with it.
+    // flushes while it runs, finishes with it. A run the session takes over
+    // is not begun anew: resume() it.
     void attach(RunSession *session);
 
     // Driving by hand (tests, replays). `data` must outlive the recording.

@@ -59,6 +59,8 @@ public:
     // The workers training now, and the generation of their group.
     const QList<int> &members() const { return m_members; }
     int generation() const { return m_generation; }
+    // Whether this run was taken over by attach() rather than started here.
+    bool isTakeover() const { return m_attaching; }
 
     State state() const { return m_state; }
     const RunData &data() const { return m_data; }

@@ -135,6 +135,11 @@ QJsonObject StoredRun::summary() const
     return s;
 }
 
+QString RunStore::defaultRunsDir()
+{
+    return QStandardPaths::writableLocation(QStandardPaths::GenericDataLocation) + QStringLiteral("/dlion/runs");
+}
+
 QString RunStore::defaultPath()
 {
     const QString env = qEnvironmentVariable("DLION_STORE");

@@ -94,6 +94,8 @@ public:
 
     // $DLION_STORE, else GenericDataLocation/dlion/runs.sqlite.
     static QString defaultPath();
+    // Where run folders go when no --out is given (beside the store).
+    static QString defaultRunsDir();
 
     RunStore();
     ~RunStore();

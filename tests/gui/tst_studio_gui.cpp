@@ -1,8 +1,12 @@
 // The control center driven through its real widgets: set up a local
 // 3-worker micro-cloud, run it against real dlion-agent processes, watch
 // telemetry reach the plots, merge, change the emulation live, stop, and
-// lose an agent without the window freezing. Screenshots go to
+// lose an agent without the window freezing, close the window with the run
+// left training and take it over in a new one. Screenshots go to
 // <build>/artifacts/.
+#include "../integration/child_processes.h"
+
+#include <attach_file.h>
 #include <cluster_page.h>
 #include <dashboard.h>
 #include <field_marker.h>
@@ -21,6 +25,8 @@
 #include <QDoubleSpinBox>
 #include <QLabel>
 #include <QLineEdit>
+#include <QMessageBox>
+#include <QPushButton>
 #include <QPlainTextEdit>
 #include <QRadioButton>
 #include <QSpinBox>
@@ -43,6 +49,7 @@ private Q_SLOTS:
     void stopEndsTheRun();
     void darkPaletteRethemesThePlots();
     void lostWorkerRegroupsAndRestarts();
+    void closedWindowLeavesTheRunToTakeOver();
     void cleanupTestCase();
 
 private:
@@ -326,6 +333,77 @@ void TestStudioGui::lostWorkerRegroupsAndRestarts()
     QTRY_VERIFY_WITH_TIMEOUT(run->phase() == Phase::Finished || run->phase() == Phase::Failed, 60000);
     QVERIFY2(run->phase() == Phase::Finished, qPrintable(m_window->statusText()));
     QTRY_VERIFY_WITH_TIMEOUT(m_window->startAction()->isEnabled(), 5000);
+}
+
+void TestStudioGui::closedWindowLeavesTheRunToTakeOver()
+{
+    auto log = [this] { return m_window->findChild<QPlainTextEdit *>(QStringLiteral("log"))->toPlainText(); };
+    // A folder without attach.json: a clear refusal, and the window stays usable.
+    QTemporaryDir empty;
+    m_window->attachToRun(empty.path());
+    QCOMPARE(m_window->controller()->phase(), Phase::Failed);
+    QVERIFY2(log().contains("attach.json is missing"), qPrintable(log()));
+    QVERIFY(m_window->startAction()->isEnabled());
+
+    typeInto(child<QSpinBox>("grace"), QStringLiteral("60"));
+    click(m_window->startAction());
+    ui::RunController *run = m_window->controller();
+    QTRY_VERIFY_WITH_TIMEOUT(run->phase() == Phase::Running && run->session().data().rounds(0).size() > 5, 60000);
+    const QString dir = run->runDir();
+    QTRY_VERIFY_WITH_TIMEOUT(QFile::exists(core::AttachFile::pathIn(dir)), 5000);
+    QCOMPARE(core::findAttachableRuns(core::RunStore::defaultRunsDir()).value(0).runDir, dir);
+    const qint64 id = run->recordedRunId();
+    QList<qint64> agents;
+    for (int w = 0; w < 3; ++w)
+        agents << run->localCluster()->pid(w);
+
+    // Closing asks; the user leaves the run training.
+    QTimer answer;
+    connect(&answer, &QTimer::timeout, this, [&answer] {
+        auto *box = qobject_cast<QMessageBox *>(QApplication::activeModalWidget());
+        if (!box)
+            return;
+        answer.stop();
+        for (QAbstractButton *b : box->buttons()) {
+            if (b->text() == QLatin1String("&Leave it training"))
+                b->click();
+        }
+    });
+    answer.start(50);
+    QVERIFY(m_window->close());
+    const qint64 leftAt = run->session().data().lastRound(0)->round;
+    m_window.reset();
+    for (qint64 pid : agents)
+        QVERIFY2(test::alive(pid), "an agent of a run left training has exited");
+    QVERIFY(QFile::exists(core::AttachFile::pathIn(dir)));
+
+    // A new window offers it and takes it over: the same stored run goes on.
+    m_window = std::make_unique<ui::MainWindow>();
+    m_window->resize(1600, 1000);
+    m_window->show();
+    QVERIFY2(log().contains("may still be training without a control center"), qPrintable(log()));
+    QVERIFY(m_window->attachAction()->isEnabled());
+    m_window->attachToRun(dir);
+    run = m_window->controller();
+    QCOMPARE(run->phase(), Phase::Running);
+    QCOMPARE(run->recordedRunId(), id);
+    QTRY_VERIFY2_WITH_TIMEOUT(run->session().state() == core::RunSession::State::Running, qPrintable(log()), 30000);
+    // It shows what was recorded before, then what the agents trained since.
+    QVERIFY(run->session().data().rounds(0).size() > 5);
+    QTRY_VERIFY_WITH_TIMEOUT(run->session().data().lastRound(0)->round > leftAt + 5, 60000);
+    QTRY_VERIFY_WITH_TIMEOUT(m_window->dashboard()->model().series(core::TelemetryModel::Metric::Accuracy, 0).size() >= 3, 30000);
+    screenshot(QStringLiteral("dashboard-taken-over"));
+
+    click(m_window->stopAction());
+    QTRY_VERIFY_WITH_TIMEOUT(run->phase() == Phase::Finished || run->phase() == Phase::Failed, 60000);
+    QVERIFY2(run->phase() == Phase::Finished, qPrintable(log()));
+    QVERIFY(!QFile::exists(core::AttachFile::pathIn(dir)));
+    ui::RunListDialog runs(run->storePath());
+    QVERIFY(runs.reload() >= 1);
+    QCOMPARE(runs.table()->item(0, 0)->text(), QStringLiteral("#%1").arg(id));
+    QCOMPARE(runs.table()->item(0, 2)->text(), QStringLiteral("finished"));
+    for (qint64 pid : agents)
+        QTRY_VERIFY_WITH_TIMEOUT(!test::alive(pid), 30000);
 }
 
 void TestStudioGui::cleanupTestCase()

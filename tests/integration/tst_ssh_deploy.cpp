@@ -4,9 +4,12 @@
 #include "sshd_fixture.h"
 
 #include <deployer.h>
+#include <run_store.h>
 
 #include <QDirIterator>
 #include <QTcpServer>
+
+#include <csignal>
 
 using namespace dlion;
 
@@ -67,6 +70,7 @@ private Q_SLOTS:
     void unknownHostKeyIsAskedThenDeployRunAndStop();
     void cliRunOverClusterCleansUp();
     void cliStopRemovesAgentsOfADeadController();
+    void cliAttachTakesOverAClusterRun();
     void sshAgentLogsIn();
     void missingLibrariesAreReportedAndNothingIsLeft();
     void changedHostKeyIsRefused();
@@ -190,6 +194,43 @@ void TestSshDeploy::cliStopRemovesAgentsOfADeadController()
     QVERIFY2(p.exitCode() == 0, p.readAllStandardError().constData());
     QCOMPARE(processesUnder(work), 0);
     QVERIFY(!QFileInfo::exists(work + "/dlion-o"));
+}
+
+void TestSshDeploy::cliAttachTakesOverAClusterRun()
+{
+    const QString work = m_work.filePath("takeover");
+    const QString file = m_sshd.writeCluster("takeover.json", {m_sshd.host("t0", work), m_sshd.host("t1", work)},
+                                             m_sshd.path("known_hosts"));
+    QTemporaryDir out;
+    const QString runDir = out.filePath("run"), store = out.filePath("runs.sqlite");
+    QProcess p;
+    p.start(qEnvironmentVariable("DLION_CLI"), {"run", "--cluster", file, "--dataset", "synthetic", "--model", "mlp", "--seconds",
+                                               "20", "--out", runDir, "--store", store, "--quiet"});
+    QVERIFY(p.waitForStarted());
+    QTRY_VERIFY_WITH_TIMEOUT(QFile::exists(QDir(runDir).filePath("attach.json")), 90000);
+    ::kill(pid_t(p.processId()), SIGKILL);  // the control center dies; the remote agents train on
+    QVERIFY(p.waitForFinished(10000));
+    QCOMPARE(processesUnder(work), 2);
+
+    QProcess a;
+    a.start(qEnvironmentVariable("DLION_CLI"), {"attach", runDir, "--quiet"});
+    QVERIFY(a.waitForFinished(120000));
+    const QString said = QString::fromUtf8(a.readAllStandardOutput() + a.readAllStandardError());
+    QVERIFY2(a.exitCode() == 0 && said.contains("run finished"), qPrintable(said));
+    QVERIFY2(said.contains("dlion stop --cluster " + file), qPrintable(said));
+    core::RunStore s;
+    QVERIFY2(s.open(store, core::RunStore::Mode::ReadOnly), qPrintable(s.errorString()));
+    const auto run = s.loadRun(1);
+    QVERIFY2(run, qPrintable(s.errorString()));
+    QCOMPARE(run->info.status, QStringLiteral("finished"));
+    QVERIFY(run->data.rounds(1).size() > 5);
+    QTRY_COMPARE_WITH_TIMEOUT(processesUnder(work), 0, 30000);  // told to shut down at the end
+
+    QProcess stop;  // what the hint says: the agents' folders go too
+    stop.start(qEnvironmentVariable("DLION_CLI"), {"stop", "--cluster", file});
+    QVERIFY(stop.waitForFinished(60000));
+    QVERIFY2(stop.exitCode() == 0, stop.readAllStandardError().constData());
+    QVERIFY(!QFileInfo::exists(work + "/dlion-t0") && !QFileInfo::exists(work + "/dlion-t1"));
 }
 
 void TestSshDeploy::sshAgentLogsIn()
