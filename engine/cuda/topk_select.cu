@@ -157,6 +157,8 @@ bool selectHost(const float *acc, std::int64_t n, std::int64_t k, std::int64_t *
     if (!lengthFits(n, error))
         return false;
     k = std::clamp<std::int64_t>(k, 0, n);
+    if (k == 0)
+        return true;
     DeviceBuffer deviceAcc, deviceIndices, deviceValues;
     return !failed(deviceAcc.allocate(std::size_t(n) * sizeof(float)), error)
         && !failed(deviceIndices.allocate(std::size_t(k) * sizeof(std::int64_t)), error)
