@@ -17,12 +17,19 @@ public:
     // acc = residual[link] + grad; sends the k largest |acc| (all of acc,
     // dense, when k >= length or a sparse payload would be larger) and keeps
     // the rest as the new residual. k <= 0 sends nothing (an empty payload).
+    // The k entries are topk::select's (engine/topk_select.h), indices
+    // ascending; on a CUDA build with a device, vectors of 2^20 entries or
+    // more are selected on the GPU, with identical results.
     SparseGradient select(int link, const torch::Tensor &grad, std::int64_t k);
     const torch::Tensor &residual(int link) const { return m_residual[std::size_t(link)]; }
 
 private:
+    // False where this build or machine has no usable GPU path.
+    bool selectOnGpu(const float *acc, std::int64_t k, std::int64_t *indices, float *values);
+
     std::vector<torch::Tensor> m_residual;
     std::int64_t m_length;
+    bool m_gpu = false;
 };
 
 } // namespace dlion::engine

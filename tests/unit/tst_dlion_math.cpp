@@ -31,6 +31,7 @@ private Q_SLOTS:
     void sharesRespectClamps();
     void topKWithResidualLosesNoGradientMass();
     void topKSendsLargestEntriesAndGoesDenseWhenCheaper();
+    void topKBreaksTiesByLowerIndexInIndexOrder();
     void sparseCodecRoundTrip();
     void sparseCodecRejectsCorruption();
     void linkPresetsMatricesAndSchedules();
@@ -106,6 +107,18 @@ void TestDlionMath::topKSendsLargestEntriesAndGoesDenseWhenCheaper()
     auto d = topk.select(1, g, 4);
     QVERIFY(d.dense());
     QCOMPARE(topk.residual(1).abs().sum().item<float>(), 0.f);
+}
+
+void TestDlionMath::topKBreaksTiesByLowerIndexInIndexOrder()
+{
+    // The engine sends topk::select's entries (the CPU and CUDA reference):
+    // of the six |1|s, the three lowest indices, all reported in index order.
+    ResidualTopK topk(1, 10);
+    const auto g = torch::tensor({1.f, -1.f, 0.5f, 1.f, -1.f, 0.f, 1.f, 2.f, -1.f, 0.25f});
+    const auto s = topk.select(0, g, 4);
+    QVERIFY(torch::equal(s.indices, torch::tensor({0, 1, 3, 7}, torch::kLong)));
+    QVERIFY(torch::equal(s.values, torch::tensor({1.f, -1.f, 1.f, 2.f})));
+    QVERIFY(torch::equal(topk.residual(0), torch::tensor({0.f, 0.f, 0.5f, 0.f, -1.f, 0.f, 1.f, 0.f, -1.f, 0.25f})));
 }
 
 void TestDlionMath::sparseCodecRoundTrip()
