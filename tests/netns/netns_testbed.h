@@ -102,6 +102,16 @@ public:
         m_rootNs = -1;
     }
 
+    // Re-shapes the link between nodes i and j (both directions), live.
+    bool setRate(int i, int j, double mbps, QString *why)
+    {
+        m_error.clear();
+        shape(nodeNs(i), QStringLiteral("l%1%2").arg(i).arg(j), mbps, "change");
+        shape(nodeNs(j), QStringLiteral("l%1%2").arg(j).arg(i), mbps, "change");
+        *why = m_error;
+        return m_error.isEmpty();
+    }
+
     static QString address(int node) { return QStringLiteral("10.231.0.%1").arg(node + 1); }
     QString nodeNs(int node) const { return QStringLiteral("%1n%2").arg(m_prefix).arg(node); }
     QString controllerNs() const { return m_prefix + "c"; }
@@ -130,9 +140,9 @@ private:
 
     // A 4 KB bucket: enough to hold the rate between timer ticks, small
     // enough that an idle link's full bucket barely speeds a short transfer.
-    void shape(const QString &n, const QString &dev, double mbps)
+    void shape(const QString &n, const QString &dev, double mbps, const QString &verb = QStringLiteral("add"))
     {
-        run("ip", {"netns", "exec", n, "tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate",
+        run("ip", {"netns", "exec", n, "tc", "qdisc", verb, "dev", dev, "root", "tbf", "rate",
                    QStringLiteral("%1mbit").arg(mbps), "burst", "32kbit", "latency", "50ms"});
     }
 

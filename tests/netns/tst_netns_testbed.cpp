@@ -1,7 +1,8 @@
 // Agents in their own network namespaces, linked by tc-shaped veth pairs at
 // the heterogeneous-WAN preset (40/20/10 Mbit/s): the testbed carries those
 // rates, a run trains across it, and the DLion bandwidth estimator's
-// per-link estimates land within 25% of the tc rates.
+// per-link estimates land within 25% of the tc rates; when tc slows a link
+// 200-fold mid-run, DLion sends next to nothing on it and trains on.
 #include "netns_testbed.h"
 
 #include <handshake.h>
@@ -10,6 +11,7 @@
 #include <QSignalSpy>
 
 #include <algorithm>
+#include <functional>
 #include <list>
 
 using namespace dlion;
@@ -53,13 +55,16 @@ private Q_SLOTS:
     void linksCarryTheirTcRates();
     void allreduceTrainsAcrossNamespaces();
     void dlionEstimatesMatchTcRates();
+    void dlionTrainsOnWhenTcSlowsALinkToATrickle();
 
 private:
     // Starts one agent per node namespace; false if any does not report ready.
     bool startAgents(QList<core::AgentEndpoint> *endpoints);
     void stopAgents();
-    // Runs `job` over the agents from the controller namespace.
-    bool runJob(const protocol::JobSpec &job, core::RunSession &session, QString *message);
+    // Runs `job` over the agents from the controller namespace; `during`
+    // acts on the running session.
+    bool runJob(const protocol::JobSpec &job, core::RunSession &session, QString *message,
+                const std::function<void()> &during = {});
 
     test::NetnsTestbed m_bed;
     QByteArray m_secret = protocol::handshake::makeSecret();
@@ -160,7 +165,8 @@ void TestNetnsTestbed::stopAgents()
     m_agents.clear();
 }
 
-bool TestNetnsTestbed::runJob(const protocol::JobSpec &job, core::RunSession &session, QString *message)
+bool TestNetnsTestbed::runJob(const protocol::JobSpec &job, core::RunSession &session, QString *message,
+                              const std::function<void()> &during)
 {
     QList<core::AgentEndpoint> endpoints;
     if (!startAgents(&endpoints)) {
@@ -174,6 +180,8 @@ bool TestNetnsTestbed::runJob(const protocol::JobSpec &job, core::RunSession &se
     }
     QSignalSpy finished(&session, &core::RunSession::finished);
     session.start(job, endpoints, m_secret, endpoints[0].host, 29400);
+    if (during)
+        during();
     const bool ended = finished.wait(60000);
     session.shutdownAgents();
     m_bed.leaveController();
@@ -231,6 +239,59 @@ void TestNetnsTestbed::dlionEstimatesMatchTcRates()
                      qPrintable(QString("worker %1 estimates %2 Mbit/s to %3; tc shapes it to %4").arg(i).arg(estimate).arg(j).arg(expected)));
         }
     }
+}
+
+void TestNetnsTestbed::dlionTrainsOnWhenTcSlowsALinkToATrickle()
+{
+    protocol::JobSpec job;
+    job.strategy = "dlion";
+    job.dataset = "synthetic";
+    job.model = "lenet5";
+    job.budget.seconds = 24;
+    core::RunSession session;
+    QString message, tcError;
+    double cutAt = -1;
+    const bool ok = runJob(job, session, &message, [&] {
+        const core::RunData &d = session.data();
+        if (!QTest::qWaitFor([&] { return d.lastRound(0) && d.lastRound(0)->t > 6; }, 60000))
+            return;
+        cutAt = d.lastRound(0)->t;
+        m_bed.setRate(0, 1, 0.2, &tcError);  // 40 Mbit/s -> 0.2
+    });
+    QString restoreError;
+    m_bed.setRate(0, 1, rateMbps(0, 1), &restoreError);
+    if (!ok && (message.contains("not available in this engine build") || message.contains("unknown strategy")))
+        QSKIP(qPrintable("the engine has no dlion strategy yet (" + message + ")"));
+    QVERIFY2(tcError.isEmpty() && restoreError.isEmpty(), qPrintable(tcError + restoreError));
+    QVERIFY2(cutAt > 0, "the run never reached 6 s of training");
+    QVERIFY2(ok, qPrintable(message));
+
+    // Worker 0's bytes per round to worker 1 before the cut and once the
+    // estimate has seen it (3 s later), against the untouched link to 2.
+    double before = 0, after = 0, other = 0;
+    int nBefore = 0, nAfter = 0;
+    for (const auto &r : session.data().rounds(0)) {
+        if (r.linkBytes.size() != 3)
+            continue;
+        if (r.t < cutAt) {
+            before += r.linkBytes[1];
+            ++nBefore;
+        } else if (r.t > cutAt + 3) {
+            after += r.linkBytes[1];
+            other += r.linkBytes[2];
+            ++nAfter;
+        }
+    }
+    QVERIFY2(nBefore > 3 && nAfter > 3, qPrintable(QStringLiteral("%1 rounds before, %2 after").arg(nBefore).arg(nAfter)));
+    before /= nBefore;
+    after /= nAfter;
+    other /= nAfter;
+    qInfo("worker 0 bytes/round to worker 1: %.0f at 40 Mbit/s, %.0f at 0.2 Mbit/s (to worker 2 at 20 Mbit/s: %.0f); "
+          "rounds %d + %d", before, after, other, nBefore, nAfter);
+    QVERIFY(after * 20 < before);
+    QVERIFY(after * 20 < other);
+    for (int w = 0; w < kNodes; ++w)
+        QVERIFY(session.data().outcome(w).value("ok").toBool());
 }
 
 QTEST_GUILESS_MAIN(TestNetnsTestbed)
