@@ -12,8 +12,9 @@ namespace dlion::engine {
 namespace {
 // The longest one payload may occupy its link (unless the round's own time
 // budget is longer): far under the point-to-point timeout, so a link cut to
-// a trickle stalls a round by about this, and never breaks the group.
-constexpr double kMaxSendS = 1.0;
+// a trickle stalls a round by about this, and never breaks the group. A
+// probe (16 KiB) still fits down to about 0.07 Mbit/s.
+constexpr double kMaxSendS = 2.0;
 // A link too slow to carry even a probe within that bound is all but cut:
 // it earns credit at this fraction of its rate, so it sends a small probe
 // now and then (enough to notice that it recovered) and stalls the group

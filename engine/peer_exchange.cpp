@@ -79,9 +79,7 @@ std::vector<SparseGradient> PeerExchange::exchange(const std::vector<SparseGradi
     std::vector<torch::Tensor> wireOut(static_cast<std::size_t>(n)), wireIn(static_cast<std::size_t>(n));
     auto sizes = torch::zeros({n * n}, torch::kLong);
     for (int j = 0; j < n; ++j) {
-        if (j == me)
-            continue;
-        if (out[std::size_t(j)].values.numel() == 0)
+        if (j == me || out[std::size_t(j)].values.numel() == 0)
             continue;
         wireOut[std::size_t(j)] = sparse_codec::encode(out[std::size_t(j)]);
         sizes.data_ptr<std::int64_t>()[me * n + j] = wireOut[std::size_t(j)].numel();
