@@ -40,6 +40,21 @@ double lastGlobalAccuracy(const core::RunData &d)
     return e ? e->globalAccuracy : 0;
 }
 
+// Mean bytes per round `worker` put on its link to `peer` over the rounds
+// with from <= t < to; *rounds gets how many there were.
+double meanLinkBytes(const core::RunData &d, int worker, int peer, double from, double to, int *rounds)
+{
+    double bytes = 0;
+    *rounds = 0;
+    for (const auto &r : d.rounds(worker)) {
+        if (r.t >= from && r.t < to && r.linkBytes.size() > std::size_t(peer)) {
+            bytes += r.linkBytes[std::size_t(peer)];
+            ++*rounds;
+        }
+    }
+    return *rounds ? bytes / *rounds : 0;
+}
+
 qsizetype roundsAfter(const core::RunData &d, int worker, double t)
 {
     qsizetype n = 0;
@@ -254,38 +269,15 @@ void TestWorkerFaults::cutLinksCarryNextToNothingAndTrainingGoesOn()
     // Mean bytes per round on each link, before and after the cut (skipping
     // the second in which it takes effect).
     const core::RunData &d = run.session->data();
-    double toCut = 0, toFastBefore = 0, toCutAfter = 0, normalBefore = 0, normalAfter = 0;
-    int before = 0, after = 0, before2 = 0, after2 = 0;
-    for (const auto &r : d.rounds(0)) {
-        if (r.linkBytes.size() != 3)
-            continue;
-        toCut += r.linkBytes[1];
-        if (r.t < cutAt) {
-            toFastBefore += r.linkBytes[2];
-            ++before;
-        } else if (r.t > cutAt + 1) {
-            toCutAfter += r.linkBytes[2];
-            ++after;
-        }
-    }
-    for (const auto &r : d.rounds(1)) {
-        if (r.linkBytes.size() != 3)
-            continue;
-        if (r.t < cutAt) {
-            normalBefore += r.linkBytes[2];
-            ++before2;
-        } else if (r.t > cutAt + 1) {
-            normalAfter += r.linkBytes[2];
-            ++after2;
-        }
-    }
+    constexpr double kEnd = 1e9;
+    int all = 0, before = 0, after = 0, before2 = 0, after2 = 0;
+    const double toCut = meanLinkBytes(d, 0, 1, 0, kEnd, &all);
+    const double toFastBefore = meanLinkBytes(d, 0, 2, 0, cutAt, &before);
+    const double toCutAfter = meanLinkBytes(d, 0, 2, cutAt + 1, kEnd, &after);
+    const double normalBefore = meanLinkBytes(d, 1, 2, 0, cutAt, &before2);
+    const double normalAfter = meanLinkBytes(d, 1, 2, cutAt + 1, kEnd, &after2);
     qInfo("rounds of worker 0: %d before the cut, %d after; of worker 1: %d + %d", before, after, before2, after2);
     QVERIFY(before > 20 && after > 20 && before2 > 20 && after2 > 20);
-    toCut /= before + after;
-    toFastBefore /= before;
-    toCutAfter /= after;
-    normalBefore /= before2;
-    normalAfter /= after2;
     qInfo("bytes/round: 0 -> 1 (0.001 Mbit/s) %.0f; 0 -> 2 at 200 Mbit/s %.0f, cut to 0.001 %.0f; "
           "1 -> 2 (200 Mbit/s) %.0f before, %.0f after",
           toCut, toFastBefore, toCutAfter, normalBefore, normalAfter);
