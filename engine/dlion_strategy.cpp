@@ -5,7 +5,22 @@
 #include "strategy_options.h"
 #include "trainer.h"
 
+#include <algorithm>
+
 namespace dlion::engine {
+
+namespace {
+// The longest one payload may occupy its link (unless the round's own time
+// budget is longer): far under the point-to-point timeout, so a link cut to
+// a trickle stalls a round by about this, and never breaks the group. A
+// probe (16 KiB) still fits down to about 0.07 Mbit/s.
+constexpr double kMaxSendS = 2.0;
+// A link too slow to carry even a probe within that bound is all but cut:
+// it earns credit at this fraction of its rate, so it sends a small probe
+// now and then (enough to notice that it recovered) and stalls the group
+// for a tenth of the time at most.
+constexpr double kCutLinkShare = 0.1;
+} // namespace
 
 DlionStrategy::DlionStrategy(const protocol::JobSpec &spec, Trainer &trainer, Comm &comm, const LinkEmulator &emulator)
     : m_trainer(trainer), m_comm(comm), m_emulator(emulator), m_batch(spec.batchSize),
@@ -40,12 +55,12 @@ std::int64_t DlionStrategy::linkBudget(int peer, double roundSeconds, const Roun
         return length;
     // The smallest payload that still measures its link (16 KiB: below
     // that, latency dominates the arrival time).
-    const std::int64_t probe = std::min<std::int64_t>(2048, length);
+    std::int64_t probe = std::min<std::int64_t>(2048, length);
     const double bps = ctx.bandwidth.empty() ? 0 : ctx.bandwidth[std::size_t(m_comm.rank() * m_comm.world() + peer)];
     if (bps <= 0 || roundSeconds <= 0)
         return probe;  // unmeasured: a dense first send could take minutes on a slow link
     // An entry costs 8 bytes (index + value).
-    const double entries = bps * roundSeconds / 8.0;
+    double entries = bps * roundSeconds / 8.0;
     double &credit = m_credit[std::size_t(peer)];
     if (entries >= double(probe)) {
         credit = 0;
@@ -54,6 +69,11 @@ std::int64_t DlionStrategy::linkBudget(int peer, double roundSeconds, const Roun
     // A link too slow for a probe every round saves its budget up and sends
     // a probe once earned, so it costs the round no more than it can carry
     // on average; the residual keeps the gradient meanwhile.
+    const double fits = bps * std::max(kMaxSendS, roundSeconds) / 8.0;
+    if (fits < double(probe)) {
+        probe = std::max<std::int64_t>(1, std::int64_t(fits));
+        entries *= kCutLinkShare;
+    }
     credit += entries;
     if (credit < double(probe))
         return 0;
@@ -80,7 +100,16 @@ void DlionStrategy::exchange(torch::Tensor &grad, RoundContext &ctx)
     for (int j = 0; j < n; ++j) {
         if (j == me)
             continue;
-        out[std::size_t(j)] = m_topk.select(j, grad, linkBudget(j, roundSeconds, ctx));
+        // The estimate lags a link that was just cut (or never measured):
+        // a payload sized for it could occupy the link for minutes and trip
+        // the group timeout. A sender streaming entries by priority would
+        // stop at the deadline; on an emulated link the entries that make it
+        // are known up front, so only those are selected and the rest stays
+        // in the residual. (Real links, tc in namespaces, need such a
+        // deadline-bounded stream.)
+        const std::int64_t k = std::min(linkBudget(j, roundSeconds, ctx),
+                                        m_exchange.entriesWithin(j, std::max(kMaxSendS, roundSeconds), ctx.elapsedS));
+        out[std::size_t(j)] = m_topk.select(j, grad, k);
         ctx.record->linkFraction[std::size_t(j)] = double(out[std::size_t(j)].values.numel()) / double(grad.numel());
     }
     const std::vector<SparseGradient> in = m_exchange.exchange(out, ctx.elapsedS);

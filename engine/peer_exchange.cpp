@@ -5,14 +5,18 @@
 #include "link_emulator.h"
 
 #include <algorithm>
+#include <limits>
 #include <thread>
 
 namespace dlion::engine {
 
 namespace {
 constexpr int kTagPayload = 1;
-// Payloads below this say more about latency than bandwidth.
+// Payloads below this say more about latency than bandwidth...
 constexpr double kMinEstimateBytes = 16 * 1024;
+// ...unless they took this long: then the link's rate dominates (a link cut
+// to a trickle only ever carries small payloads).
+constexpr double kMinEstimateS = 0.25;
 
 using Clock = LinkPacer::Clock;
 } // namespace
@@ -45,6 +49,15 @@ std::vector<double> PeerExchange::incomingBandwidth() const
     return out;
 }
 
+std::int64_t PeerExchange::entriesWithin(int peer, double seconds, double t) const
+{
+    const double mbps = m_emulator.capMbps(m_comm.rank(), peer, t);
+    if (mbps <= 0)
+        return std::numeric_limits<std::int64_t>::max();
+    const double bytes = (seconds - m_emulator.latencyS()) * mbps * 1e6 / 8.0 - double(sparse_codec::kHeaderInts * 4);
+    return std::max<std::int64_t>(0, std::int64_t(bytes / 8.0));
+}
+
 void PeerExchange::report(protocol::RoundRecord &record, const std::vector<double> &bandwidth) const
 {
     const int n = m_comm.world(), me = m_comm.rank();
@@ -66,7 +79,7 @@ std::vector<SparseGradient> PeerExchange::exchange(const std::vector<SparseGradi
     std::vector<torch::Tensor> wireOut(static_cast<std::size_t>(n)), wireIn(static_cast<std::size_t>(n));
     auto sizes = torch::zeros({n * n}, torch::kLong);
     for (int j = 0; j < n; ++j) {
-        if (j == me)
+        if (j == me || out[std::size_t(j)].values.numel() == 0)
             continue;
         wireOut[std::size_t(j)] = sparse_codec::encode(out[std::size_t(j)]);
         sizes.data_ptr<std::int64_t>()[me * n + j] = wireOut[std::size_t(j)].numel();
@@ -83,9 +96,10 @@ std::vector<SparseGradient> PeerExchange::exchange(const std::vector<SparseGradi
     std::vector<std::exception_ptr> errors(static_cast<std::size_t>(n));
     std::vector<std::thread> waiters;
     for (int j = 0; j < n; ++j) {
-        if (j == me)
+        const std::int64_t size = sizes.data_ptr<std::int64_t>()[j * n + me];
+        if (j == me || size == 0)
             continue;
-        wireIn[std::size_t(j)] = torch::empty({sizes.data_ptr<std::int64_t>()[j * n + me]}, torch::kInt);
+        wireIn[std::size_t(j)] = torch::empty({size}, torch::kInt);
         recvs[std::size_t(j)] = m_comm.irecv(wireIn[std::size_t(j)], j, kTagPayload);
         waiters.emplace_back([&, j] {
             try {
@@ -100,10 +114,10 @@ std::vector<SparseGradient> PeerExchange::exchange(const std::vector<SparseGradi
     // Each send leaves when its emulated link would have delivered it.
     std::vector<std::pair<Clock::time_point, int>> schedule;
     for (int j = 0; j < n; ++j) {
-        if (j == me)
-            continue;
-        const double bytes = double(wireOut[std::size_t(j)].numel()) * 4;
+        const double bytes = j == me || !wireOut[std::size_t(j)].defined() ? 0 : double(wireOut[std::size_t(j)].numel()) * 4;
         m_lastBytes[std::size_t(j)] = std::int64_t(bytes);
+        if (bytes == 0)
+            continue;
         schedule.emplace_back(m_pacer.reserve(j, m_emulator.transferSeconds(me, j, bytes, t), start), j);
     }
     std::sort(schedule.begin(), schedule.end());
@@ -131,9 +145,17 @@ std::vector<SparseGradient> PeerExchange::exchange(const std::vector<SparseGradi
     for (int j = 0; j < n; ++j) {
         if (j == me)
             continue;
-        const double bytes = double(wireIn[std::size_t(j)].numel()) * 4;
-        if (bytes >= kMinEstimateBytes)
-            m_incoming.addTransfer(j, bytes, arrival[std::size_t(j)]);
+        if (!wireIn[std::size_t(j)].defined()) {
+            in[std::size_t(j)].values = torch::empty({0});
+            continue;
+        }
+        const double bytes = double(wireIn[std::size_t(j)].numel()) * 4, seconds = arrival[std::size_t(j)];
+        // A small payload that arrived fast still proves the link at least
+        // that fast (latency only slows it): one that beats the estimate
+        // raises it, so a link that recovers from a cut is noticed.
+        const double estimate = m_incoming.bytesPerSecond(j);
+        if (bytes >= kMinEstimateBytes || seconds >= kMinEstimateS || (estimate > 0 && bytes > seconds * estimate))
+            m_incoming.addTransfer(j, bytes, seconds);
         in[std::size_t(j)] = sparse_codec::decode(wireIn[std::size_t(j)]);
     }
     return in;

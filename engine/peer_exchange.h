@@ -22,7 +22,8 @@ class LinkEmulator;
 // queued behind its previous transfer). Each receiver times the arrival of
 // every payload: that is the incoming-link bandwidth estimate, which workers
 // share through the round's control exchange so that a sender knows its
-// outgoing links. Payloads that fail to decode raise EngineError.
+// outgoing links. An empty payload costs nothing: it does not go on the
+// wire. Payloads that fail to decode raise EngineError.
 class PeerExchange {
 public:
     PeerExchange(Comm &comm, const LinkEmulator &emulator);
@@ -42,6 +43,10 @@ public:
     // Fills a round's outgoing-link estimates (from the shared n x n
     // `bandwidth` matrix, bytes/s) and the bytes sent.
     void report(protocol::RoundRecord &record, const std::vector<double> &bandwidth) const;
+    // The most sparse entries (index + value) whose payload the emulated
+    // link to `peer` delivers within `seconds` at training time `t`
+    // (unbounded when the link is uncapped; 0 when not even a header fits).
+    std::int64_t entriesWithin(int peer, double seconds, double t) const;
     // Bytes this worker put on each link in the last exchange.
     const std::vector<std::int64_t> &lastBytes() const { return m_lastBytes; }
 

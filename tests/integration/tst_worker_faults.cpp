@@ -8,6 +8,7 @@
 #include <QProcess>
 #include <QTemporaryDir>
 
+#include <algorithm>
 #include <csignal>
 
 #include <map>
@@ -39,6 +40,21 @@ double lastGlobalAccuracy(const core::RunData &d)
     return e ? e->globalAccuracy : 0;
 }
 
+// Mean bytes per round `worker` put on its link to `peer` over the rounds
+// with from <= t < to; *rounds gets how many there were.
+double meanLinkBytes(const core::RunData &d, int worker, int peer, double from, double to, int *rounds)
+{
+    double bytes = 0;
+    *rounds = 0;
+    for (const auto &r : d.rounds(worker)) {
+        if (r.t >= from && r.t < to && r.linkBytes.size() > std::size_t(peer)) {
+            bytes += r.linkBytes[std::size_t(peer)];
+            ++*rounds;
+        }
+    }
+    return *rounds ? bytes / *rounds : 0;
+}
+
 qsizetype roundsAfter(const core::RunData &d, int worker, double t)
 {
     qsizetype n = 0;
@@ -57,6 +73,7 @@ private Q_SLOTS:
     void lostWorkerStopsRunWhenNotElastic();
     void cliRestartsLostWorker();
     void slowLinksCarryLessAndTrainingGoesOn();
+    void cutLinksCarryNextToNothingAndTrainingGoesOn();
 };
 
 void TestWorkerFaults::survivorsRegroupAfterSigkill()
@@ -218,7 +235,9 @@ void TestWorkerFaults::slowLinksCarryLessAndTrainingGoesOn()
             ++after;
         }
     }
-    QVERIFY(before > 50 && after > 50);
+    // Enough rounds for the means; a loaded machine (2 shared cores) can
+    // manage as few as 4 rounds a second here.
+    QVERIFY(before > 20 && after > 20);
     toSlow /= before;
     toFastBefore /= before;
     toCutAfter /= after;
@@ -229,6 +248,49 @@ void TestWorkerFaults::slowLinksCarryLessAndTrainingGoesOn()
     // Training went on at both stages and learned.
     QVERIFY(lastGlobalAccuracy(d) > 0.6);
     QVERIFY(d.outcome(0).value("ok").toBool() && d.outcome(2).value("ok").toBool());
+}
+
+void TestWorkerFaults::cutLinksCarryNextToNothingAndTrainingGoesOn()
+{
+    // Links 0 <-> 1 are all but cut from the start (0.001 Mbit/s, 125 B/s:
+    // a 16 KiB probe would take two minutes, past the 10 s group timeout);
+    // at 8 s the established links 0 <-> 2 are cut the same way, with the
+    // payload sized for 200 Mbit/s already due. Links 1 <-> 2 keep 200 Mbit/s.
+    const double cutAt = 8;
+    protocol::JobSpec job = faultJob("dlion");
+    job.budget.seconds = 20;
+    job.emulation = QJsonObject{
+        {"links", QJsonArray{QJsonArray{0, 0.001, 200}, QJsonArray{0.001, 0, 200}, QJsonArray{200, 200, 0}}},
+        {"schedule", QJsonArray{QJsonObject{{"at_s", cutAt}, {"link", QJsonArray{0, 2}}, {"mbps", 0.001}},
+                                QJsonObject{{"at_s", cutAt}, {"link", QJsonArray{2, 0}}, {"mbps", 0.001}}}}};
+    test::LocalRun run;
+    QVERIFY(run.start(job, 3));
+    QVERIFY(run.waitFinished(90000));
+    QVERIFY2(run.ok, qPrintable(run.message));
+
+    // Mean bytes per round on each link, before and after the cut (skipping
+    // the second in which it takes effect).
+    const core::RunData &d = run.session->data();
+    constexpr double kEnd = 1e9;
+    int all = 0, before = 0, after = 0, before2 = 0, after2 = 0;
+    const double toCut = meanLinkBytes(d, 0, 1, 0, kEnd, &all);
+    const double toFastBefore = meanLinkBytes(d, 0, 2, 0, cutAt, &before);
+    const double toCutAfter = meanLinkBytes(d, 0, 2, cutAt + 1, kEnd, &after);
+    const double normalBefore = meanLinkBytes(d, 1, 2, 0, cutAt, &before2);
+    const double normalAfter = meanLinkBytes(d, 1, 2, cutAt + 1, kEnd, &after2);
+    qInfo("rounds of worker 0: %d before the cut, %d after; of worker 1: %d + %d", before, after, before2, after2);
+    QVERIFY(before > 20 && after > 20 && before2 > 20 && after2 > 20);
+    qInfo("bytes/round: 0 -> 1 (0.001 Mbit/s) %.0f; 0 -> 2 at 200 Mbit/s %.0f, cut to 0.001 %.0f; "
+          "1 -> 2 (200 Mbit/s) %.0f before, %.0f after",
+          toCut, toFastBefore, toCutAfter, normalBefore, normalAfter);
+    QVERIFY(toCut * 1000 < toFastBefore);
+    QVERIFY(toCutAfter * 1000 < toFastBefore);
+    QVERIFY(normalAfter * 2 > normalBefore);
+    // Training went on and learned.
+    const auto first = std::find_if(d.evals().begin(), d.evals().end(), [](const auto &e) { return e.primary; });
+    QVERIFY(first != d.evals().end());
+    QVERIFY(lastGlobalAccuracy(d) > first->globalAccuracy + 0.02);
+    QVERIFY(lastGlobalAccuracy(d) > 0.6);
 }
 
 QTEST_GUILESS_MAIN(TestWorkerFaults)

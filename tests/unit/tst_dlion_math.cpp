@@ -19,10 +19,47 @@
 
 #include <QTcpServer>
 
+#include <functional>
+#include <mutex>
 #include <numeric>
 #include <thread>
 
 using namespace dlion::engine;
+
+namespace {
+
+// Runs `body` as ranks 0 and 1 of a Gloo group on loopback (two threads),
+// each with its own emulator; returns the first error either rank threw.
+std::string onTwoRanks(const QJsonObject &emulation, const std::function<void(int, Comm &, LinkEmulator &)> &body)
+{
+    QTcpServer probe;
+    probe.listen(QHostAddress::LocalHost, 0);
+    const int port = probe.serverPort();
+    probe.close();
+    std::string error;
+    std::mutex errorMutex;
+    auto rank = [&](int r) {
+        try {
+            Comm::Options o;
+            o.rendezvousPort = port;
+            o.rank = r;
+            o.world = 2;
+            o.timeout = std::chrono::milliseconds(30000);
+            Comm comm(o);
+            LinkEmulator emulator(emulation, 2);
+            body(r, comm, emulator);
+        } catch (const std::exception &e) {
+            std::lock_guard lock(errorMutex);
+            error = e.what();
+        }
+    };
+    std::thread a(rank, 0), b(rank, 1);
+    a.join();
+    b.join();
+    return error;
+}
+
+} // namespace
 
 class TestDlionMath : public QObject {
     Q_OBJECT
@@ -40,6 +77,7 @@ private Q_SLOTS:
     void estimatorFollowsChanges();
     void knowledgeTransferMergeMath();
     void pacedExchangeAchievesConfiguredRate();
+    void cutLinkCarriesWhatFitsAndIsMeasured();
 };
 
 void TestDlionMath::sharesFollowRatesAndSumToBatch()
@@ -289,45 +327,24 @@ void TestDlionMath::pacedExchangeAchievesConfiguredRate()
 {
     // Two ranks as threads over Gloo on loopback; link 0 -> 1 capped at
     // 80 Mbit/s, 1 -> 0 at 20. Ten rounds of 250 000 floats (1 MB) each way.
-    QTcpServer probe;
-    probe.listen(QHostAddress::LocalHost, 0);
-    const int port = probe.serverPort();
-    probe.close();
     const QJsonObject emulation{{"links", QJsonArray{QJsonArray{0, 80}, QJsonArray{20, 0}}}};
     constexpr int kRounds = 10;
     constexpr std::int64_t kFloats = 250000;
     double elapsed[2] = {0, 0}, estimate[2] = {0, 0};
     double received[2] = {0, 0};
-    std::string error;
-    std::mutex errorMutex;
-    auto rank = [&](int r) {
-        try {
-            Comm::Options o;
-            o.rendezvousPort = port;
-            o.rank = r;
-            o.world = 2;
-            o.timeout = std::chrono::milliseconds(30000);
-            Comm comm(o);
-            LinkEmulator emulator(emulation, 2);
-            PeerExchange exchange(comm, emulator);
-            std::vector<SparseGradient> out(2);
-            out[std::size_t(1 - r)].length = kFloats;
-            out[std::size_t(1 - r)].values = torch::full({kFloats}, float(r + 1));
-            const auto t0 = std::chrono::steady_clock::now();
-            for (int i = 0; i < kRounds; ++i) {
-                const auto in = exchange.exchange(out, 0);
-                received[r] += in[std::size_t(1 - r)].values.sum().item<double>();
-            }
-            elapsed[r] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-            estimate[r] = exchange.incomingBandwidth()[std::size_t(1 - r)] * 8e-6;
-        } catch (const std::exception &e) {
-            std::lock_guard lock(errorMutex);
-            error = e.what();
+    const std::string error = onTwoRanks(emulation, [&](int r, Comm &comm, LinkEmulator &emulator) {
+        PeerExchange exchange(comm, emulator);
+        std::vector<SparseGradient> out(2);
+        out[std::size_t(1 - r)].length = kFloats;
+        out[std::size_t(1 - r)].values = torch::full({kFloats}, float(r + 1));
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < kRounds; ++i) {
+            const auto in = exchange.exchange(out, 0);
+            received[r] += in[std::size_t(1 - r)].values.sum().item<double>();
         }
-    };
-    std::thread a(rank, 0), b(rank, 1);
-    a.join();
-    b.join();
+        elapsed[r] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        estimate[r] = exchange.incomingBandwidth()[std::size_t(1 - r)] * 8e-6;
+    });
     QVERIFY2(error.empty(), error.c_str());
     // Payloads arrived intact: rank 1 got 10 x 250 000 x 1.0, rank 0 got x 2.0.
     QCOMPARE(received[1], double(kRounds * kFloats));
@@ -340,6 +357,42 @@ void TestDlionMath::pacedExchangeAchievesConfiguredRate()
     // Each receiver's estimate of its incoming link is within 10% of its cap.
     QVERIFY2(std::abs(estimate[1] - 80) < 8, qPrintable(QString::number(estimate[1])));
     QVERIFY2(std::abs(estimate[0] - 20) < 2, qPrintable(QString::number(estimate[0])));
+}
+
+void TestDlionMath::cutLinkCarriesWhatFitsAndIsMeasured()
+{
+    // Both directions all but cut: 0.001 Mbit/s = 125 B/s.
+    const QJsonObject emulation{{"links", QJsonArray{QJsonArray{0, 0.001}, QJsonArray{0.001, 0}}}};
+    std::int64_t fits[2] = {0, 0}, emptyBytes[2] = {-1, -1}, emptyIn[2] = {-1, -1};
+    double received[2] = {0, 0}, estimate[2] = {0, 0};
+    const std::string error = onTwoRanks(emulation, [&](int r, Comm &comm, LinkEmulator &emulator) {
+        PeerExchange exchange(comm, emulator);
+        const auto peer = std::size_t(1 - r);
+        // 2 s carry 250 bytes: a 20-byte header and 28 entries of 8 bytes.
+        fits[r] = exchange.entriesWithin(int(peer), 2.0, 0);
+        std::vector<SparseGradient> out(2);
+        out[peer].length = 1000;
+        out[peer].values = torch::empty({0});
+        const auto none = exchange.exchange(out, 0);
+        emptyBytes[r] = exchange.lastBytes()[peer];
+        emptyIn[r] = none[peer].values.numel();
+        out[peer].indices = torch::arange(fits[r], torch::kLong);
+        out[peer].values = torch::ones({fits[r]});
+        const auto in = exchange.exchange(out, 0);
+        received[r] = in[peer].values.sum().item<double>();
+        estimate[r] = exchange.incomingBandwidth()[peer];
+    });
+    QVERIFY2(error.empty(), error.c_str());
+    for (int r = 0; r < 2; ++r) {
+        QCOMPARE(fits[r], std::int64_t(28));
+        // An empty payload stays off the wire and arrives empty.
+        QCOMPARE(emptyBytes[r], std::int64_t(0));
+        QCOMPARE(emptyIn[r], std::int64_t(0));
+        QCOMPARE(received[r], 28.0);
+        // 244 bytes are far below a probe, but took about 2 s: the link is
+        // measured (to within the skew between the ranks' clocks starting).
+        QVERIFY2(estimate[r] > 100 && estimate[r] < 130, qPrintable(QString::number(estimate[r])));
+    }
 }
 
 QTEST_GUILESS_MAIN(TestDlionMath)
