@@ -18,6 +18,10 @@ using protocol::MessageType;
 namespace {
 constexpr int kFlushIntervalMs = 100;
 constexpr int kHeartbeatIntervalMs = 1000;
+// A controller that never acknowledges (an older one, or one whose store
+// keeps failing) must not grow the agent without bound; this is minutes of
+// telemetry, far more than one store commit interval.
+constexpr qsizetype kMaxUnackedRecords = 100000;
 
 qint64 peakRssKb()
 {
@@ -101,6 +105,9 @@ void AgentServer::onNewConnection()
             connect(conn, &FramedConnection::closed, this, &AgentServer::onControllerClosed);
             qCInfo(lcAgent).noquote() << "controller attached from" << conn->peerName();
             sendStatus();
+            // First what the previous controller got but may not have stored.
+            for (const auto &batch : m_unacked)
+                sendTelemetry(batch);
             flushTelemetry();
             if (!m_finished.isEmpty() && !(m_runner && m_runner->isRunning()))
                 conn->send(MessageType::Finished, m_finished);
@@ -146,6 +153,9 @@ void AgentServer::startJob(const QCborMap &body)
     m_runner.reset();
     m_finished.clear();
     m_backlog.clear();
+    m_unacked.clear();  // the previous job's controller has moved on
+    m_unackedRecords = 0;
+    m_warnedUnackedFull = false;
     const QString host = m_options.address == QHostAddress::Any || m_options.address == QHostAddress::AnyIPv6
         ? QString()
         : m_options.address.toString();
@@ -170,6 +180,8 @@ void AgentServer::handleCommand(const QCborMap &body)
         }
         return;
     }
+    if (cmd == QLatin1String("ack"))  // valid after the job too: the last records are acked then
+        return acknowledge(body.value("seq"));
     if (!m_runner || !m_runner->isRunning())
         return sendError(QStringLiteral("command \"%1\" needs a running job").arg(cmd));
     engine::Worker &w = m_runner->worker();
@@ -209,8 +221,35 @@ void AgentServer::flushTelemetry()
         append(m_backlog, m_runner->takeTelemetry());
     if (m_backlog.isEmpty() || !m_controller || m_controller->state() != FramedConnection::State::Ready)
         return;
-    m_controller->send(MessageType::Telemetry, protocol::toCbor(m_backlog));
-    m_backlog.clear();
+    m_backlog.seq = ++m_lastSeq;
+    sendTelemetry(m_backlog);
+    m_unackedRecords += m_backlog.records();
+    m_unacked.push_back(std::move(m_backlog));
+    m_backlog = {};
+    while (m_unackedRecords > kMaxUnackedRecords && m_unacked.size() > 1) {
+        if (!m_warnedUnackedFull)
+            qCWarning(lcAgent) << "the controller does not acknowledge telemetry; keeping only the last"
+                               << kMaxUnackedRecords << "records for a reattaching controller";
+        m_warnedUnackedFull = true;
+        m_unackedRecords -= m_unacked.front().records();
+        m_unacked.pop_front();
+    }
+}
+
+void AgentServer::sendTelemetry(const protocol::TelemetryBatch &batch)
+{
+    m_controller->send(MessageType::Telemetry, protocol::toCbor(batch));
+}
+
+void AgentServer::acknowledge(const QCborValue &seq)
+{
+    if (!seq.isInteger())  // malformed: keep everything, a later ack frees it
+        return;
+    m_warnedUnackedFull = false;
+    while (!m_unacked.empty() && m_unacked.front().seq <= seq.toInteger()) {
+        m_unackedRecords -= m_unacked.front().records();
+        m_unacked.pop_front();
+    }
 }
 
 void AgentServer::sendStatus(const QString &message)

@@ -10,6 +10,7 @@
 #include <QTcpServer>
 #include <QTimer>
 
+#include <deque>
 #include <memory>
 
 namespace dlion::agent {
@@ -21,6 +22,10 @@ namespace dlion::agent {
 // (so a restarted control center can reattach). While no controller is
 // attached, telemetry is kept and delivered on reattach; if none reattaches
 // within the grace period the job is stopped.
+//
+// Telemetry is delivered at least once: every frame sent is kept until the
+// controller acknowledges it (after storing it), and a reattaching controller
+// gets the unacknowledged frames again before the new ones.
 class AgentServer : public QObject {
     Q_OBJECT
 public:
@@ -49,6 +54,8 @@ private:
     void handleCommand(const QCborMap &body);
     void regroup(const QCborMap &planBody);
     void flushTelemetry();
+    void sendTelemetry(const protocol::TelemetryBatch &batch);
+    void acknowledge(const QCborValue &seq);
     void sendStatus(const QString &message = {});
     void sendError(const QString &message);
     void onJobFinished(bool ok, const QString &message, const engine::WorkerResult &result);
@@ -58,7 +65,11 @@ private:
     QTcpServer m_server;
     QPointer<protocol::FramedConnection> m_controller;
     std::unique_ptr<JobRunner> m_runner;
-    protocol::TelemetryBatch m_backlog;
+    protocol::TelemetryBatch m_backlog;             // not sent yet
+    std::deque<protocol::TelemetryBatch> m_unacked;  // sent, not acknowledged, in seq order
+    qsizetype m_unackedRecords = 0;
+    qint64 m_lastSeq = 0;  // rises over the agent's life, across jobs
+    bool m_warnedUnackedFull = false;
     QCborMap m_finished;  // last job's outcome, re-sent to a reattaching controller
     QTimer m_flushTimer;
     QTimer m_heartbeatTimer;

@@ -14,9 +14,9 @@ enum class MessageType : std::uint16_t {
     AuthOk = 3,    // agent -> controller: {proof}
     // Control.
     Job = 10,      // controller -> agent: JobSpec
-    Command = 11,  // controller -> agent: {cmd, ...}
+    Command = 11,  // controller -> agent: {cmd, ...}; {cmd: "ack", seq} acknowledges Telemetry up to seq
     Status = 12,   // agent -> controller: {state, message}
-    Telemetry = 13,  // agent -> controller: {rounds: [...], evals: [...], merges: [...]}
+    Telemetry = 13,  // agent -> controller: {seq, rounds: [...], evals: [...], merges: [...]}; re-sent until acked
     Finished = 14,   // agent -> controller: {ok, message, ...}
     Error = 15,      // either way: {message}
     Heartbeat = 16,  // either way: {}

@@ -139,6 +139,7 @@ bool decodeList(const QCborValue &v, QList<T> *out)
 
 void TelemetryBatch::clear()
 {
+    seq = 0;
     rounds.clear();
     evals.clear();
     merges.clear();
@@ -146,13 +147,20 @@ void TelemetryBatch::clear()
 
 QCborMap toCbor(const TelemetryBatch &batch)
 {
-    return QCborMap{{"rounds", encodeList(batch.rounds)},
-                    {"evals", encodeList(batch.evals)},
-                    {"merges", encodeList(batch.merges)}};
+    QCborMap map{{"rounds", encodeList(batch.rounds)},
+                 {"evals", encodeList(batch.evals)},
+                 {"merges", encodeList(batch.merges)}};
+    if (batch.seq > 0)
+        map.insert(QStringLiteral("seq"), batch.seq);
+    return map;
 }
 
 bool fromCbor(const QCborMap &map, TelemetryBatch *out)
 {
+    const QCborValue seq = map.value("seq");
+    if (!seq.isUndefined() && !seq.isInteger())
+        return false;
+    out->seq = seq.toInteger(0);
     return decodeList(map.value("rounds"), &out->rounds) && decodeList(map.value("evals"), &out->evals)
         && decodeList(map.value("merges"), &out->merges);
 }

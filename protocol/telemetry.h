@@ -55,11 +55,18 @@ struct MergeEvent {
     bool manual = false;
 };
 
+// One Telemetry frame. An agent numbers the frames it sends (`seq`, rising
+// over the agent's life, 0 = unnumbered) and keeps each until the controller
+// acknowledges it with the command {cmd: "ack", seq}; a reattaching
+// controller gets the unacknowledged ones again, so it must drop records it
+// already holds (RunData::add does).
 struct TelemetryBatch {
+    qint64 seq = 0;
     QList<RoundRecord> rounds;
     QList<EvalRecord> evals;
     QList<MergeEvent> merges;
     bool isEmpty() const { return rounds.isEmpty() && evals.isEmpty() && merges.isEmpty(); }
+    qsizetype records() const { return rounds.size() + evals.size() + merges.size(); }
     void clear();
 };
 

@@ -2,6 +2,8 @@
 
 #include <QTcpSocket>
 
+#include <algorithm>
+
 namespace dlion::core {
 
 Q_LOGGING_CATEGORY(lcSession, "dlion.session")
@@ -63,6 +65,12 @@ bool AgentConnection::sendCommand(const QString &cmd, const QCborMap &args)
     return m_conn->send(MessageType::Command, body);
 }
 
+void AgentConnection::acknowledgeTelemetry()
+{
+    if (m_receivedSeq > m_ackedSeq && sendCommand(QStringLiteral("ack"), QCborMap{{"seq", m_receivedSeq}}))
+        m_ackedSeq = m_receivedSeq;
+}
+
 void AgentConnection::onFrame(const protocol::Frame &frame)
 {
     m_lastFrame.restart();
@@ -71,6 +79,7 @@ void AgentConnection::onFrame(const protocol::Frame &frame)
         protocol::TelemetryBatch batch;
         if (!protocol::fromCbor(frame.body, &batch))
             return markLost(QStringLiteral("agent %1 sent malformed telemetry").arg(endpoint()));
+        m_receivedSeq = std::max(m_receivedSeq, batch.seq);
         Q_EMIT telemetry(batch);
         return;
     }

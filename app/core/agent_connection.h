@@ -30,6 +30,9 @@ public:
     void open(int connectTimeoutMs = 10000);
     bool sendJob(const QJsonObject &job);
     bool sendCommand(const QString &cmd, const QCborMap &args = {});
+    // Tells the agent that every telemetry frame received so far is safe
+    // (stored, or not meant to be), so it stops keeping them for a replay.
+    void acknowledgeTelemetry();
 
     int worker() const { return m_worker; }
     const QString &host() const { return m_host; }
@@ -63,6 +66,8 @@ private:
     QTimer m_watchdog;
     QElapsedTimer m_lastFrame;
     int m_heartbeatTimeoutMs = 15000;
+    qint64 m_receivedSeq = 0;
+    qint64 m_ackedSeq = 0;
 };
 
 } // namespace dlion::core

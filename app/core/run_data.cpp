@@ -24,11 +24,22 @@ void RunData::reset(const protocol::JobSpec &job, int workers)
 
 void RunData::add(const protocol::TelemetryBatch &batch)
 {
+    // Agents re-send what a crashed controller may not have stored, so
+    // records already here are dropped. A worker's rounds go forward (a
+    // regroup or rejoin adopts the best worker's count); one at or below its
+    // last is a repeat (a re-send, or a round redone after a regroup).
     for (const auto &r : batch.rounds) {
-        if (r.worker >= 0 && r.worker < m_rounds.size())
+        if (r.worker >= 0 && r.worker < m_rounds.size()
+            && (m_rounds[r.worker].isEmpty() || r.round > m_rounds[r.worker].constLast().round))
             m_rounds[r.worker].append(r);
     }
-    m_evals += batch.evals;
+    for (const auto &e : batch.evals) {
+        const bool seen = std::any_of(m_evals.crbegin(), m_evals.crend(), [&](const protocol::EvalRecord &k) {
+            return k.worker == e.worker && k.round == e.round && k.final == e.final;
+        });
+        if (!seen)
+            m_evals.append(e);
+    }
     // Every worker reports the merges it took part in; keep each event once.
     for (const auto &m : batch.merges) {
         const bool seen = std::any_of(m_merges.begin(), m_merges.end(), [&](const protocol::MergeEvent &e) {

@@ -18,6 +18,8 @@ namespace dlion::core {
 class RunData {
 public:
     void reset(const protocol::JobSpec &job, int workers);
+    // Drops records it already holds: rounds by (worker, round), evaluations
+    // by (worker, round, final), merges by (round, from, to).
     void add(const protocol::TelemetryBatch &batch);
     void setOutcome(int worker, const QCborMap &outcome);
     void setWorkerLost(int worker, const QString &reason);

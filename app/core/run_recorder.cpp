@@ -37,6 +37,10 @@ RunRecorder::RunRecorder(RunStore *store, QObject *parent) : QObject(parent), m_
 
 void RunRecorder::attach(RunSession *session)
 {
+    // Agents keep what they sent until it is committed here: a controller
+    // killed before its next commit loses nothing.
+    session->setAckAfterCommit(true);
+    connect(this, &RunRecorder::committed, session, &RunSession::acknowledgeTelemetry);
     connect(session, &RunSession::stateChanged, this, [this, session](RunSession::State s) {
         if (s == RunSession::State::Connecting && !isRecording() && !session->isTakeover())
             begin(&session->data());

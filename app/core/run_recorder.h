@@ -40,7 +40,8 @@ public:
 
     // Records the session's next run: begins when it starts connecting,
     // flushes while it runs, finishes with it. A run the session takes over
-    // is not begun anew: resume() it.
+    // is not begun anew: resume() it. The session acknowledges the agents'
+    // telemetry after each commit.
     void attach(RunSession *session);
 
     // Driving by hand (tests, replays). `data` must outlive the recording.

@@ -70,9 +70,11 @@ void RunSession::open(const RunData &data, const QList<AgentEndpoint> &agents, c
 AgentConnection *RunSession::connectAgent(int i, const AgentEndpoint &agent)
 {
     auto *a = new AgentConnection(i, agent.host, agent.port, m_secret, this);
-    connect(a, &AgentConnection::telemetry, this, [this](const protocol::TelemetryBatch &batch) {
+    connect(a, &AgentConnection::telemetry, this, [this, a](const protocol::TelemetryBatch &batch) {
         const qsizetype before = m_data.merges().size();
         m_data.add(batch);
+        if (!m_ackAfterCommit)
+            a->acknowledgeTelemetry();
         for (qsizetype k = before; k < m_data.merges().size(); ++k)
             Q_EMIT mergeObserved(m_data.merges()[k]);
         Q_EMIT telemetryArrived();
@@ -271,6 +273,12 @@ void RunSession::stop()
     if (m_state == State::Running)
         setState(State::Stopping);
     broadcast(QStringLiteral("stop"));
+}
+
+void RunSession::acknowledgeTelemetry()
+{
+    for (AgentConnection *a : std::as_const(m_agents))
+        a->acknowledgeTelemetry();
 }
 
 void RunSession::pause() { broadcast(QStringLiteral("pause")); }

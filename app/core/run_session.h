@@ -54,6 +54,11 @@ public:
     // joins the next group generation with the best worker's parameters.
     // Returns false, with a log message, when the run cannot take it now.
     bool rejoin(int worker, const AgentEndpoint &agent);
+    // On: agents keep their telemetry until acknowledgeTelemetry(), called
+    // once it is stored (RunRecorder::attach does both). Off (the default):
+    // it is acknowledged on arrival.
+    void setAckAfterCommit(bool on) { m_ackAfterCommit = on; }
+    void acknowledgeTelemetry();
     // Off: losing a worker stops the whole run instead of regrouping.
     void setElastic(bool on) { m_elastic = on; }
     // The workers training now, and the generation of their group.
@@ -105,6 +110,7 @@ private:
     int m_generation = 0;
     bool m_elastic = true;
     bool m_attaching = false;
+    bool m_ackAfterCommit = false;
 };
 
 } // namespace dlion::core

@@ -2,6 +2,7 @@
 #include "child_processes.h"
 #include "cluster_fixture.h"
 
+#include <run_recorder.h>
 #include <run_store.h>
 
 #include <QDir>
@@ -13,6 +14,7 @@
 #include <csignal>
 #include <map>
 #include <set>
+#include <tuple>
 
 using namespace dlion;
 
@@ -27,7 +29,30 @@ private Q_SLOTS:
     void agentsNeverOutliveTheCli_data();
     void agentsNeverOutliveTheCli();
     void attachTakesOverAfterTheCliDies();
+    void telemetryTheControllerDidNotStoreIsReplayed();
 };
+
+namespace {
+
+// Every worker's stored rounds run 0, 1, 2, ... without a gap or a repeat,
+// and no evaluation is stored twice.
+void verifyCompleteRounds(const core::RunData &d)
+{
+    for (int w = 0; w < d.workers(); ++w) {
+        const auto &rounds = d.rounds(w);
+        QVERIFY2(!rounds.isEmpty(), qPrintable(QStringLiteral("worker %1 has no rounds").arg(w)));
+        for (qsizetype i = 0; i < rounds.size(); ++i)
+            QVERIFY2(rounds[i].round == i,
+                     qPrintable(QStringLiteral("worker %1: round %2 stored at %3; %4 rounds stored, the last is %5")
+                                    .arg(w).arg(rounds[i].round).arg(i).arg(rounds.size()).arg(rounds.last().round)));
+    }
+    std::set<std::tuple<int, qint64, bool>> evals;
+    for (const auto &e : d.evals())
+        QVERIFY2(evals.insert({e.worker, e.round, e.final}).second,
+                 qPrintable(QStringLiteral("worker %1: evaluation at round %2 stored twice").arg(e.worker).arg(e.round)));
+}
+
+} // namespace
 
 void TestLocalCluster::allreduceReaches80PercentWithIdenticalReplicas()
 {
@@ -235,18 +260,73 @@ void TestLocalCluster::attachTakesOverAfterTheCliDies()
     const auto run = s.loadRun(1);
     QVERIFY2(run, qPrintable(s.errorString()));
     QCOMPARE(run->info.status, QStringLiteral("finished"));
-    for (int w = 0; w < 3; ++w) {
-        const auto &rounds = run->data.rounds(w);
-        QVERIFY(!rounds.isEmpty() && rounds.last().t > 19);
-        for (qsizetype i = 1; i < rounds.size(); ++i)
-            QVERIFY(rounds[i].round > rounds[i - 1].round);
-        // At most what reached the crashed CLI but not yet its store is missing.
-        const qint64 missing = rounds.last().round + 1 - rounds.size();
-        QVERIFY2(missing * 4 < rounds.size(), qPrintable(QStringLiteral("worker %1: %2 of %3 rounds missing")
-                                                             .arg(w).arg(missing).arg(rounds.last().round + 1)));
-    }
+    // Nothing is lost, not even what reached the crashed CLI but not its store.
+    verifyCompleteRounds(run->data);
+    for (int w = 0; w < 3; ++w)
+        QVERIFY(run->data.rounds(w).last().t > 19);
     for (qint64 pid : agents)
         QTRY_VERIFY_WITH_TIMEOUT(!test::alive(pid), 30000);
+}
+
+void TestLocalCluster::telemetryTheControllerDidNotStoreIsReplayed()
+{
+    // A controller that received telemetry but went away before storing it:
+    // the agents keep it until a store commit is acknowledged, and give it
+    // to the controller that attaches next.
+    QTemporaryDir out;
+    const QString storePath = out.filePath("runs.sqlite");
+    core::LocalCluster cluster;
+    cluster.setGrace(60);
+    const QByteArray secret = protocol::handshake::makeSecret();
+    QSignalSpy clusterReady(&cluster, &core::LocalCluster::ready);
+    cluster.start(2, secret);
+    QVERIFY(clusterReady.wait(60000));
+    protocol::JobSpec job;
+    job.dataset = "synthetic";
+    job.model = "mlp";
+    job.budget.seconds = 15;
+    const quint16 rendezvous = core::pickFreePort();
+    qint64 runId = 0;
+    QList<qsizetype> received;
+    QList<int> members;
+    int generation = 0;
+    {
+        core::RunStore store;
+        QVERIFY2(store.open(storePath, core::RunStore::Mode::ReadWrite), qPrintable(store.errorString()));
+        core::RunSession session;
+        core::RunRecorder recorder(&store);
+        recorder.setFlushInterval(3600 * 1000);  // nothing that arrives while training is committed
+        recorder.attach(&session);
+        session.start(job, cluster.endpoints(), secret, core::LocalCluster::kHost, rendezvous);
+        QTRY_VERIFY_WITH_TIMEOUT(session.data().rounds(0).size() > 50 && session.data().rounds(1).size() > 50, 60000);
+        QCOMPARE(session.state(), core::RunSession::State::Running);
+        runId = recorder.runId();
+        received = {session.data().rounds(0).size(), session.data().rounds(1).size()};
+        members = session.members();
+        generation = session.generation();
+    }  // the controller goes away without another commit
+
+    core::RunStore store;
+    QVERIFY2(store.open(storePath, core::RunStore::Mode::ReadWrite), qPrintable(store.errorString()));
+    const auto crashed = store.loadRun(runId);
+    QVERIFY2(crashed, qPrintable(store.errorString()));
+    for (int w = 0; w < 2; ++w)
+        QVERIFY(crashed->data.rounds(w).size() < received[w]);  // received, not stored
+    core::RunSession session;
+    core::RunRecorder recorder(&store);
+    QSignalSpy finished(&session, &core::RunSession::finished);
+    session.attach(crashed->data, cluster.endpoints(), secret, core::LocalCluster::kHost, rendezvous, members, generation);
+    recorder.resume(runId, &session.data());
+    recorder.attach(&session);
+    QVERIFY(finished.wait(120000));
+    QVERIFY2(finished.first().at(0).toBool(), qPrintable(finished.first().at(1).toString()));
+
+    const auto run = store.loadRun(runId);
+    QVERIFY2(run, qPrintable(store.errorString()));
+    QCOMPARE(run->info.status, QStringLiteral("finished"));
+    verifyCompleteRounds(run->data);
+    for (int w = 0; w < 2; ++w)
+        QVERIFY(run->data.rounds(w).size() > received[w]);
 }
 
 QTEST_GUILESS_MAIN(TestLocalCluster)

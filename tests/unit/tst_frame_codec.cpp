@@ -145,6 +145,7 @@ void TestFrameCodec::handshakeProofs()
 void TestFrameCodec::telemetryRoundTrip()
 {
     TelemetryBatch in;
+    in.seq = 42;
     RoundRecord r;
     r.worker = 2;
     r.round = 77;
@@ -173,6 +174,7 @@ void TestFrameCodec::telemetryRoundTrip()
     QVERIFY(f);
     TelemetryBatch out;
     QVERIFY(fromCbor(f->body, &out));
+    QCOMPARE(out.seq, 42);
     QCOMPARE(out.rounds.size(), 1);
     QCOMPARE(out.rounds[0].round, 77);
     QCOMPARE(out.rounds[0].paramDigest, r.paramDigest);
@@ -187,6 +189,12 @@ void TestFrameCodec::telemetryRoundTrip()
     TelemetryBatch bad;
     QVERIFY(!fromCbor(QCborMap{{"rounds", 5}}, &bad));
     QVERIFY(!fromCbor(QCborMap{{"rounds", QCborArray{QCborMap{{"bw", "x"}}}}}, &bad));
+    QVERIFY(!fromCbor(QCborMap{{"seq", "7"}}, &bad));
+    // An older agent's frames carry no number: unnumbered, nothing to acknowledge.
+    TelemetryBatch old;
+    old.seq = 9;
+    QVERIFY(fromCbor(QCborMap{{"rounds", QCborArray{}}}, &old));
+    QCOMPARE(old.seq, 0);
 }
 
 QTEST_GUILESS_MAIN(TestFrameCodec)

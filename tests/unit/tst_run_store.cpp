@@ -103,6 +103,22 @@ void fillRun(core::RunData &data, int rounds)
     data.markEnded(false, QStringLiteral("worker 2 lost: connection reset"));
 }
 
+// Rounds [from, to) of two workers, an evaluation every 16 and a merge every 64.
+protocol::TelemetryBatch roundsBatch(qint64 from, qint64 to)
+{
+    protocol::TelemetryBatch b;
+    for (qint64 i = from; i < to; ++i) {
+        for (int w = 0; w < 2; ++w) {
+            b.rounds.append(test::syntheticRound(w, i));
+            if (i % 16 == 0)
+                b.evals.append({w, i, i / 64.0, 0.5, 1.0, 0.5, 1.0, 100, false, w == 0});
+        }
+        if (i % 64 == 0)
+            b.merges.append({i, i / 64.0, 0, 1, 0.4, 0.6, 0.5, false});
+    }
+    return b;
+}
+
 } // namespace
 
 class TestRunStore : public QObject {
@@ -117,6 +133,7 @@ private Q_SLOTS:
     void badFilesGetClearErrorsAndStayUntouched();
     void readingNeverModifiesTheFile();
     void oneHourEightWorkerRunStaysSmall();
+    void replayedTelemetryIsRecordedOnce();
 };
 
 void TestRunStore::roundSeriesCodecKeepsEveryField()
@@ -634,6 +651,48 @@ void TestRunStore::oneHourEightWorkerRunStaysSmall()
     qInfo("store size: %.1f MB for %d s x %d workers x %d rounds/s (%.1f bytes per worker-round; 1 hour = %.1f MB)",
           bytes / 1e6, seconds, workers, perSecond, perRound, hourMb);
     QVERIFY2(hourMb < 60, qPrintable(QString::number(hourMb)));
+}
+
+void TestRunStore::replayedTelemetryIsRecordedOnce()
+{
+    // A controller stored rounds 0-99, received 100-149 and died before its
+    // next commit; the agents re-send 80-149 (unacknowledged) and go on.
+    QTemporaryDir dir;
+    const QString path = dir.filePath(QStringLiteral("runs.sqlite"));
+    protocol::JobSpec job;
+    job.model = QStringLiteral("mlp");
+    RunStore store;
+    QVERIFY2(store.open(path, RunStore::Mode::ReadWrite), qPrintable(store.errorString()));
+    qint64 id = 0;
+    {
+        core::RunData crashed;
+        crashed.reset(job, 2);
+        core::RunRecorder recorder(&store);
+        QVERIFY(recorder.begin(&crashed));
+        crashed.add(roundsBatch(0, 100));
+        QVERIFY(recorder.flush());
+        crashed.add(roundsBatch(100, 150));
+        id = recorder.runId();
+    }
+    auto stored = store.loadRun(id);
+    QVERIFY2(stored, qPrintable(store.errorString()));
+    QCOMPARE(stored->data.rounds(0).size(), 100);
+    core::RunData data = stored->data;
+    core::RunRecorder recorder(&store);
+    recorder.resume(id, &data);
+    data.add(roundsBatch(80, 150));
+    data.add(roundsBatch(150, 200));
+    QVERIFY(recorder.finish(true, QString()));
+
+    const auto run = store.loadRun(id);
+    QVERIFY2(run, qPrintable(store.errorString()));
+    for (int w = 0; w < 2; ++w) {
+        QCOMPARE(run->data.rounds(w).size(), 200);
+        for (qsizetype i = 0; i < 200; ++i)
+            QCOMPARE(describe(run->data.rounds(w)[i]), describe(test::syntheticRound(w, i)));
+    }
+    QCOMPARE(run->data.evals().size(), 2 * 13);  // rounds 0, 16, ..., 192 of each worker
+    QCOMPARE(run->data.merges().size(), 4);      // rounds 0, 64, 128, 192
 }
 
 QTEST_GUILESS_MAIN(TestRunStore)
