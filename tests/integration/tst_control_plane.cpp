@@ -144,7 +144,7 @@ QCborValue randomValue(QRandomGenerator &rng, int depth)
 QCborMap randomBody(QRandomGenerator &rng, MessageType type)
 {
     static const QStringList kKeys = {"strategy", "model", "dataset", "batch_size", "lr", "budget", "slowdown",
-                                      "rank", "world", "emulation", "cmd", "value", "rounds", "evals", "state"};
+                                      "rank", "world", "emulation", "cmd", "value", "rounds", "evals", "state", "seq"};
     QCborMap body;
     for (int i = int(rng.bounded(6)); i > 0; --i)
         body.insert(kKeys[int(rng.bounded(kKeys.size()))], randomValue(rng, 2));
@@ -166,6 +166,7 @@ private Q_SLOTS:
     void replayedAuthAndFramesAreRejected();
     void oversizedAndForeignFramesAreDroppedAtOnce();
     void fuzzedFramesNeverCrashTheAgent();
+    void telemetryAcksNeedNoRunningJob();
 
 private:
     bool rightControllerIsServed();
@@ -320,6 +321,25 @@ void TestControlPlane::fuzzedFramesNeverCrashTheAgent()
     }
     QVERIFY(authenticated > kCases / 4);
     QVERIFY(rightControllerIsServed());
+}
+
+void TestControlPlane::telemetryAcksNeedNoRunningJob()
+{
+    // A controller acknowledges telemetry after its last commit, when the
+    // job may be over; with or without a usable seq that is no error. An
+    // unknown command after them is, so its error is the first one.
+    RawPeer peer;
+    QVERIFY(peer.open(m_port));
+    QVERIFY(peer.authenticate(m_secret));
+    for (const QCborMap &ack : {QCborMap{{"cmd", "ack"}, {"seq", 5}}, QCborMap{{"cmd", "ack"}},
+                                QCborMap{{"cmd", "ack"}, {"seq", "five"}}})
+        peer.send(peer.codec.encode(Frame{MessageType::Command, ack}));
+    peer.send(peer.codec.encode(Frame{MessageType::Command, QCborMap{{"cmd", "bogus"}}}));
+    std::optional<Frame> f;
+    for (int i = 0; i < 20 && (!f || f->type != MessageType::Error); ++i)
+        f = peer.read();
+    QVERIFY(f && f->type == MessageType::Error);
+    QVERIFY2(f->body.value("message").toString().contains("bogus"), qPrintable(f->body.value("message").toString()));
 }
 
 QTEST_GUILESS_MAIN(TestControlPlane)
