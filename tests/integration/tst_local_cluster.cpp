@@ -34,10 +34,15 @@ private Q_SLOTS:
 
 namespace {
 
-// Every worker's stored rounds run 0, 1, 2, ... without a gap or a repeat,
-// and no evaluation is stored twice.
-void verifyCompleteRounds(const core::RunData &d)
+// Loads finished run `id` into `out` and checks that it lost nothing: every
+// worker's rounds run 0, 1, 2, ... without a gap or a repeat, and no
+// evaluation is stored twice.
+void loadCompleteRun(core::RunStore &store, qint64 id, core::RunData *out)
 {
+    const auto run = store.loadRun(id);
+    QVERIFY2(run, qPrintable(store.errorString()));
+    QCOMPARE(run->info.status, QStringLiteral("finished"));
+    const core::RunData &d = *out = run->data;
     for (int w = 0; w < d.workers(); ++w) {
         const auto &rounds = d.rounds(w);
         QVERIFY2(!rounds.isEmpty(), qPrintable(QStringLiteral("worker %1 has no rounds").arg(w)));
@@ -257,15 +262,13 @@ void TestLocalCluster::attachTakesOverAfterTheCliDies()
     // One stored run holds all of it, the rounds trained while detached included.
     core::RunStore s;
     QVERIFY2(s.open(store, core::RunStore::Mode::ReadOnly), qPrintable(s.errorString()));
-    const auto run = s.loadRun(1);
-    QVERIFY2(run, qPrintable(s.errorString()));
-    QCOMPARE(run->info.status, QStringLiteral("finished"));
     // Nothing is lost, not even what reached the crashed CLI but not its store.
-    verifyCompleteRounds(run->data);
+    core::RunData stored;
+    loadCompleteRun(s, 1, &stored);
     if (QTest::currentTestFailed())
         return;
     for (int w = 0; w < 3; ++w)
-        QVERIFY(run->data.rounds(w).last().t > 19);
+        QVERIFY(stored.rounds(w).last().t > 19);
     for (qint64 pid : agents)
         QTRY_VERIFY_WITH_TIMEOUT(!test::alive(pid), 30000);
 }
@@ -323,14 +326,12 @@ void TestLocalCluster::telemetryTheControllerDidNotStoreIsReplayed()
     QVERIFY(finished.wait(120000));
     QVERIFY2(finished.first().at(0).toBool(), qPrintable(finished.first().at(1).toString()));
 
-    const auto run = store.loadRun(runId);
-    QVERIFY2(run, qPrintable(store.errorString()));
-    QCOMPARE(run->info.status, QStringLiteral("finished"));
-    verifyCompleteRounds(run->data);
+    core::RunData stored;
+    loadCompleteRun(store, runId, &stored);
     if (QTest::currentTestFailed())
         return;
     for (int w = 0; w < 2; ++w)
-        QVERIFY(run->data.rounds(w).size() > received[w]);
+        QVERIFY(stored.rounds(w).size() > received[w]);
 }
 
 QTEST_GUILESS_MAIN(TestLocalCluster)
