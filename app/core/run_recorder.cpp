@@ -43,7 +43,7 @@ void RunRecorder::attach(RunSession *session)
     connect(this, &RunRecorder::committed, session, &RunSession::acknowledgeTelemetry);
     connect(session, &RunSession::stateChanged, this, [this, session](RunSession::State s) {
         if (s == RunSession::State::Connecting && !isRecording() && !session->isTakeover())
-            begin(&session->data());
+            session->setAckAfterCommit(begin(&session->data()));  // no stored run: no commit to wait for
         else if (s == RunSession::State::Running)
             flush();
     });
