@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 
 namespace dlion::core {
 
@@ -22,21 +23,26 @@ void RunData::reset(const protocol::JobSpec &job, int workers)
     m_lost = QStringList(workers);
 }
 
+namespace {
+// The store keeps training times in microseconds: a re-sent record matches
+// what was stored at that precision.
+qint64 micros(double t) { return std::llround(t * 1e6); }
+} // namespace
+
 void RunData::add(const protocol::TelemetryBatch &batch)
 {
-    // Agents re-send what a crashed controller may not have stored, so
-    // records already here are dropped. A worker's rounds go forward (a
-    // regroup or rejoin adopts the best worker's count); one at or below its
-    // last is a repeat (a re-send, or a round redone after a regroup).
+    // A round number may repeat (a round redone after a regroup, or a count
+    // adopted from a worker behind): only re-sent copies are dropped.
     for (const auto &r : batch.rounds) {
         if (r.worker >= 0 && r.worker < m_rounds.size()
-            && (m_rounds[r.worker].isEmpty() || r.round > m_rounds[r.worker].constLast().round))
+            && (m_resendable.isEmpty() || !m_resendable[r.worker].contains({r.round, micros(r.t)})))
             m_rounds[r.worker].append(r);
     }
     for (const auto &e : batch.evals) {
-        const bool seen = std::any_of(m_evals.crbegin(), m_evals.crend(), [&](const protocol::EvalRecord &k) {
-            return k.worker == e.worker && k.round == e.round && k.final == e.final;
-        });
+        const bool seen = m_resendableEvals > 0
+            && std::any_of(m_evals.cbegin(), m_evals.cbegin() + m_resendableEvals, [&](const protocol::EvalRecord &k) {
+                   return k.worker == e.worker && k.round == e.round && k.final == e.final && micros(k.t) == micros(e.t);
+               });
         if (!seen)
             m_evals.append(e);
     }
@@ -48,6 +54,20 @@ void RunData::add(const protocol::TelemetryBatch &batch)
         if (!seen)
             m_merges.append(m);
     }
+}
+
+void RunData::expectResends()
+{
+    // Agents keep at most ~100k records unacknowledged: older ones cannot come again.
+    constexpr qsizetype kWindow = 131072;
+    m_resendable.clear();
+    for (const auto &rounds : std::as_const(m_rounds)) {
+        std::set<std::pair<qint64, qint64>> keys;
+        for (qsizetype i = qMax<qsizetype>(0, rounds.size() - kWindow); i < rounds.size(); ++i)
+            keys.emplace(rounds[i].round, micros(rounds[i].t));
+        m_resendable.append(std::move(keys));
+    }
+    m_resendableEvals = m_evals.size();
 }
 
 void RunData::setOutcome(int worker, const QCborMap &outcome)

@@ -10,6 +10,8 @@
 #include <QString>
 
 #include <optional>
+#include <set>
+#include <utility>
 
 namespace dlion::core {
 
@@ -18,9 +20,13 @@ namespace dlion::core {
 class RunData {
 public:
     void reset(const protocol::JobSpec &job, int workers);
-    // Drops records it already holds: rounds by (worker, round), evaluations
-    // by (worker, round, final), merges by (round, from, to).
+    // Merges are kept once by (round, from, to); after expectResends(),
+    // rounds and evaluations held then are not added again.
     void add(const protocol::TelemetryBatch &batch);
+    // For a controller taking a run over: the agents re-send what the one
+    // before received but may not have stored, so copies of the records
+    // held now (same worker, round and training time) are dropped.
+    void expectResends();
     void setOutcome(int worker, const QCborMap &outcome);
     void setWorkerLost(int worker, const QString &reason);
     void markStarted() { m_started = QDateTime::currentDateTimeUtc(); }
@@ -69,6 +75,8 @@ private:
     QList<QList<protocol::RoundRecord>> m_rounds;
     QList<protocol::EvalRecord> m_evals;
     QList<protocol::MergeEvent> m_merges;
+    QList<std::set<std::pair<qint64, qint64>>> m_resendable;  // per worker (round, t in µs), see expectResends()
+    qsizetype m_resendableEvals = 0;
     QList<QCborMap> m_outcomes;
     QStringList m_lost;
     QDateTime m_started, m_ended;

@@ -54,6 +54,8 @@ void RunSession::open(const RunData &data, const QList<AgentEndpoint> &agents, c
     m_generation = generation;
     m_members = members;
     m_attaching = attaching;
+    if (attaching)
+        m_data.expectResends();
     m_workerStates = QStringList(agents.size(), QStringLiteral("connecting"));
     m_done = QList<bool>(agents.size(), false);
     for (int w = 0; w < agents.size(); ++w)

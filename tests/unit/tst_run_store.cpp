@@ -678,6 +678,7 @@ void TestRunStore::replayedTelemetryIsRecordedOnce()
     QVERIFY2(stored, qPrintable(store.errorString()));
     QCOMPARE(stored->data.rounds(0).size(), 100);
     core::RunData data = stored->data;
+    data.expectResends();  // as RunSession::attach does
     core::RunRecorder recorder(&store);
     recorder.resume(id, &data);
     data.add(roundsBatch(80, 150));
