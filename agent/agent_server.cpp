@@ -163,6 +163,13 @@ void AgentServer::startJob(const QCborMap &body)
     connect(m_runner.get(), &JobRunner::stateChanged, this, [this] { sendStatus(); });
     // Warnings travel as Error frames: the controller logs them and the run goes on.
     connect(m_runner.get(), &JobRunner::warning, this, [this](const QString &m) { sendError(QStringLiteral("warning: %1").arg(m)); });
+    // The controller answers with a fresh plan for the same members.
+    connect(m_runner.get(), &JobRunner::groupFailed, this, [this](int generation, const QString &why) {
+        if (m_controller)
+            m_controller->send(MessageType::Status, QCborMap{{"state", m_runner->state()},
+                                                             {"message", why},
+                                                             {"failed_generation", generation}});
+    });
     connect(m_runner.get(), &JobRunner::finished, this, &AgentServer::onJobFinished);
     qCInfo(lcAgent).noquote() << "starting job: strategy" << spec->strategy << "rank" << spec->rank << "of" << spec->world;
     m_runner->start();

@@ -36,6 +36,9 @@ JobRunner::JobRunner(protocol::JobSpec spec, std::string localHost, QObject *par
     hooks.warning = [this](const QString &message) {
         QMetaObject::invokeMethod(this, [this, message] { Q_EMIT warning(message); }, Qt::QueuedConnection);
     };
+    hooks.groupFailed = [this](int generation, const QString &why) {
+        QMetaObject::invokeMethod(this, [this, generation, why] { Q_EMIT groupFailed(generation, why); }, Qt::QueuedConnection);
+    };
     m_worker = std::make_unique<engine::Worker>(m_spec, std::move(localHost), std::move(hooks));
 }
 

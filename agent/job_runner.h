@@ -31,6 +31,7 @@ public:
 Q_SIGNALS:
     void stateChanged(const QString &state);
     void warning(const QString &message);
+    void groupFailed(int generation, const QString &why);
     void finished(bool ok, const QString &message, const dlion::engine::WorkerResult &result);
 
 private:

@@ -1,18 +1,20 @@
 #include "ako_strategy.h"
 
 #include "comm.h"
-#include "link_emulator.h"
 #include "strategy_options.h"
 #include "trainer.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace dlion::engine {
 
 AkoStrategy::AkoStrategy(const protocol::JobSpec &spec, Trainer &trainer, Comm &comm, const LinkEmulator &emulator)
-    : m_comm(comm), m_emulator(emulator), m_batch(spec.batchSize),
-      m_accumulated(torch::zeros({trainer.parameterCount()})), m_exchange(comm, emulator)
+    : m_comm(comm), m_batch(spec.batchSize), m_accumulated(torch::zeros({trainer.parameterCount()})),
+      m_exchange(comm, emulator)
 {
+    constexpr double kFirstPartitionBytes = 64 * 1024;
+    m_partitions = std::clamp<std::int64_t>(std::int64_t(std::ceil(double(trainer.parameterCount()) * 4 / kFirstPartitionBytes)), 1, 256);
     const StrategyOptions o(spec.strategyOptions, spec.strategy, {"partitions"});
     m_fixedPartitions = std::int64_t(o.number("partitions", 0, 0, 4096));
 }
@@ -27,10 +29,15 @@ std::int64_t AkoStrategy::partitions(const RoundContext &ctx) const
         return m_partitions;  // keep the last choice until the rate is measured
     const double roundSeconds = double(m_batch) / rate;
     const double bytes = double(m_accumulated.numel()) * 4;
+    const int n = m_comm.world();
     double slowest = 0;
-    for (int j = 0; j < m_comm.world(); ++j) {
-        if (j != me)
-            slowest = std::max(slowest, m_emulator.transferSeconds(me, j, bytes, ctx.elapsedS));
+    for (int j = 0; j < n; ++j) {
+        const double bps = ctx.bandwidth.empty() ? 0 : ctx.bandwidth[std::size_t(me * n + j)];
+        if (j == me)
+            continue;
+        if (bps <= 0)
+            return m_partitions;
+        slowest = std::max(slowest, bytes / bps);
     }
     return std::clamp<std::int64_t>(std::int64_t(std::ceil(slowest / roundSeconds)), 1, 256);
 }

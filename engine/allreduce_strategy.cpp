@@ -1,15 +1,13 @@
 #include "allreduce_strategy.h"
 
 #include "comm.h"
-#include "link_emulator.h"
 
 #include <chrono>
-#include <thread>
 
 namespace dlion::engine {
 
-AllreduceStrategy::AllreduceStrategy(const protocol::JobSpec &spec, Comm &comm, const LinkEmulator &emulator)
-    : m_comm(comm), m_emulator(emulator), m_batch(spec.batchSize)
+AllreduceStrategy::AllreduceStrategy(const protocol::JobSpec &spec, Comm &comm)
+    : m_comm(comm), m_batch(spec.batchSize)
 {}
 
 std::int64_t AllreduceStrategy::localBatch(const RoundContext &) { return m_batch; }
@@ -17,15 +15,12 @@ std::int64_t AllreduceStrategy::localBatch(const RoundContext &) { return m_batc
 void AllreduceStrategy::exchange(torch::Tensor &grad, RoundContext &ctx)
 {
     const int n = m_comm.world();
+    // Comm paces the ring on the emulated links: 2(n-1) steps of bytes/n.
     const auto start = std::chrono::steady_clock::now();
     m_comm.allreduceSum(grad);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     grad.div_(n);
     const double bytes = 2.0 * (n - 1) / n * double(grad.numel() * grad.element_size());
-    double ringSeconds = 0;
-    for (int i = 0; i < n && n > 1; ++i)
-        ringSeconds = std::max(ringSeconds, m_emulator.transferSeconds(i, (i + 1) % n, bytes, ctx.elapsedS));
-    std::this_thread::sleep_until(start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                              std::chrono::duration<double>(ringSeconds)));
     ctx.record->bytesSent = std::int64_t(bytes);
     ctx.record->linkFraction.assign(std::size_t(n), 0.0);
     ctx.record->linkMbps.assign(std::size_t(n), 0.0);
@@ -34,7 +29,8 @@ void AllreduceStrategy::exchange(torch::Tensor &grad, RoundContext &ctx)
         const int next = (m_comm.rank() + 1) % n;
         ctx.record->linkFraction[std::size_t(next)] = 1.0;
         ctx.record->linkBytes[std::size_t(next)] = bytes;
-        ctx.record->linkMbps[std::size_t(next)] = m_emulator.capMbps(m_comm.rank(), next, ctx.elapsedS);
+        // What the ring achieved on this worker's link, latency included.
+        ctx.record->linkMbps[std::size_t(next)] = seconds > 0 ? bytes * 8e-6 / seconds : 0;
     }
 }
 

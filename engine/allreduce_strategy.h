@@ -10,17 +10,15 @@ namespace dlion::engine {
 // links the all-reduce lasts as long as a ring all-reduce over the caps:
 // each worker moves 2(n-1)/n of the gradient to its ring successor, so the
 // slowest ring link sets the pace.
-class LinkEmulator;
 
 class AllreduceStrategy : public Strategy {
 public:
-    AllreduceStrategy(const protocol::JobSpec &spec, Comm &comm, const LinkEmulator &emulator);
+    AllreduceStrategy(const protocol::JobSpec &spec, Comm &comm);
     std::int64_t localBatch(const RoundContext &ctx) override;
     void exchange(torch::Tensor &grad, RoundContext &ctx) override;
 
 private:
     Comm &m_comm;
-    const LinkEmulator &m_emulator;
     std::int64_t m_batch;
 };
 

@@ -6,7 +6,9 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <algorithm>
+#include <condition_variable>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 namespace dlion::engine {
@@ -41,32 +43,116 @@ struct Comm::State {
     std::vector<c10d::Work *> waitingP2p;
 };
 
-Comm::Comm(const Options &o) : m_rank(o.rank), m_world(o.world), m_state(std::make_shared<State>())
+Comm::Comm(const Options &o) : m_rank(o.rank), m_world(o.world), m_state(std::make_shared<State>()), m_options(o)
 {
     m_state->timeout = o.timeout;
-    if (m_world == 1)
+}
+
+bool Comm::aborted() const
+{
+    std::lock_guard lock(m_state->mutex);
+    return m_state->aborted;
+}
+
+// Rendezvous steps block inside c10d, which cannot be interrupted; they run
+// in slices of kRendezvousSlice with abort and deadline checks in between,
+// so a superseded generation is left within a slice, whatever order the
+// plan reaches the workers in.
+void Comm::connect()
+{
+    using Clock = std::chrono::steady_clock;
+    constexpr auto kRendezvousSlice = std::chrono::milliseconds(1000);
+    const Options &o = m_options;
+    const std::string where = "rendezvous at " + o.rendezvousHost + ":" + std::to_string(o.rendezvousPort) + " as rank "
+        + std::to_string(o.rank) + " of " + std::to_string(o.world);
+    auto fail = [&](const std::string &why) { return GroupBrokenError(where + " failed: " + why); };
+    if (m_world == 1) {
+        m_connected = true;
         return;
+    }
+    const auto deadline = Clock::now() + o.timeout;
+    auto checkTime = [&](const std::string &what) {
+        if (aborted())
+            throw GroupBrokenError(where + " abandoned: a newer group plan superseded it");
+        if (Clock::now() >= deadline)
+            throw fail(what + " within " + std::to_string(o.timeout.count() / 1000) + " s");
+    };
     auto group = std::make_shared<Group>();
+    c10d::TCPStoreOptions so;
+    so.port = std::uint16_t(o.rendezvousPort);
+    so.isServer = o.rank == 0;
+    so.numWorkers = std::size_t(o.world);
+    so.waitWorkers = false;  // the barrier below waits, abortably
+    so.timeout = kRendezvousSlice;
+    for (;;) {
+        try {
+            group->store = c10::make_intrusive<c10d::TCPStore>(o.rendezvousHost, so);
+            break;
+        } catch (const std::exception &e) {
+            // The host cannot listen (port taken): only a new plan helps.
+            if (so.isServer)
+                throw fail(std::string("cannot host the rendezvous (") + e.what() + ")");
+            checkTime(std::string("could not reach the rendezvous host (") + e.what() + ")");
+            std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        }
+    }
+    // c10d's store client has no receive timeout: on a port where some
+    // other program listens, its first request blocks for good. So the
+    // barrier runs on a thread of its own, which holds the store and is
+    // left behind (detached) when the deadline passes or an abort comes.
+    struct Barrier {
+        std::mutex mutex;
+        std::condition_variable arrived;
+        bool done = false;
+        std::string error;
+        std::atomic<bool> abandoned{false};
+    };
+    auto barrier = std::make_shared<Barrier>();
+    std::thread([barrier, store = group->store, world = o.world] {
+        std::string error;
+        try {
+            const std::string joined = "dlion/joined";
+            store->add(joined, 1);
+            while (!barrier->abandoned && store->add(joined, 0) < world)
+                std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        } catch (const std::exception &e) {
+            error = e.what();
+        }
+        std::lock_guard lock(barrier->mutex);
+        barrier->done = true;
+        barrier->error = error;
+        barrier->arrived.notify_all();
+    }).detach();
+    {
+        std::unique_lock lock(barrier->mutex);
+        while (!barrier->arrived.wait_for(lock, std::chrono::milliseconds(50), [&] { return barrier->done; })) {
+            lock.unlock();
+            try {
+                checkTime("not every worker arrived");
+            } catch (...) {
+                barrier->abandoned = true;
+                throw;
+            }
+            lock.lock();
+        }
+        if (!barrier->error.empty())
+            throw fail("check that every worker can reach it (" + barrier->error + ")");
+    }
     try {
-        c10d::TCPStoreOptions so;
-        so.port = std::uint16_t(o.rendezvousPort);
-        so.isServer = o.rank == 0;
-        so.numWorkers = std::size_t(o.world);
-        so.waitWorkers = true;
-        so.timeout = o.timeout;
-        group->store = c10::make_intrusive<c10d::TCPStore>(o.rendezvousHost, so);
+        group->store->setTimeout(o.timeout);
         auto opts = c10d::ProcessGroupGloo::Options::create(o.timeout);
         opts->devices.push_back(o.localHost.empty() ? c10d::ProcessGroupGloo::createDefaultDevice()
                                                     : c10d::ProcessGroupGloo::createDeviceForHostname(o.localHost));
         opts->threads = 1;
         group->pg = c10::make_intrusive<c10d::ProcessGroupGloo>(group->store, o.rank, o.world, opts);
+    } catch (const GroupBrokenError &) {
+        throw;
     } catch (const std::exception &e) {
-        throw GroupBrokenError("rendezvous at " + o.rendezvousHost + ":" + std::to_string(o.rendezvousPort) + " as rank "
-                               + std::to_string(o.rank) + " of " + std::to_string(o.world)
-                               + " failed: check that every worker can reach it (" + e.what() + ")");
+        throw fail(std::string("check that every worker can reach it (") + e.what() + ")");
     }
     m_group = group->pg.get();
     m_keepAlive = group;
+    m_connected = true;
 }
 
 Comm::~Comm() = default;
@@ -115,15 +201,30 @@ void Comm::waitCollective(const std::shared_ptr<c10d::Work> &work, const char *w
     }
 }
 
-void Comm::allreduceSum(torch::Tensor &t)
+void Comm::paceUntil(std::chrono::steady_clock::time_point start, double seconds, const char *what)
+{
+    using Clock = std::chrono::steady_clock;
+    const auto until = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+    while (Clock::now() < until) {
+        if (aborted())
+            throw GroupBrokenError(std::string(what) + " abandoned: the group is re-forming");
+        std::this_thread::sleep_until(std::min(until, Clock::now() + std::chrono::milliseconds(50)));
+    }
+}
+
+void Comm::allreduceSum(torch::Tensor &t, Pace pace)
 {
     if (!m_group)
         return;
     std::vector<torch::Tensor> v{t};
     waitCollective(share(m_group->allreduce(v)), "all-reduce");
+    // Emulated, it starts when the last rank arrives, which on loopback is
+    // about when it completes: every rank then leaves at the same time.
+    if (m_pacing.allreduce && pace == Pace::Emulated)
+        paceUntil(std::chrono::steady_clock::now(), m_pacing.allreduce(double(t.numel() * t.element_size())), "all-reduce");
 }
 
-void Comm::broadcast(torch::Tensor &t, int root)
+void Comm::broadcast(torch::Tensor &t, int root, const std::vector<int> &receivers)
 {
     if (!m_group)
         return;
@@ -131,6 +232,9 @@ void Comm::broadcast(torch::Tensor &t, int root)
     c10d::BroadcastOptions bo;
     bo.rootRank = root;
     waitCollective(share(m_group->broadcast(v, bo)), "broadcast");
+    if (m_pacing.broadcast)
+        paceUntil(std::chrono::steady_clock::now(), m_pacing.broadcast(root, receivers, double(t.numel() * t.element_size())),
+                  "broadcast");
 }
 
 // Point-to-point work waits in Gloo itself (a timed-out wait poisons the

@@ -2,10 +2,13 @@
 
 #include <torch/types.h>
 
+#include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace c10d {
 class ProcessGroupGloo;
@@ -16,9 +19,9 @@ namespace dlion::engine {
 
 // The data plane between workers: a c10d ProcessGroupGloo joined through a
 // TCPStore rendezvous that rank 0 hosts. Every operation is bounded by the
-// timeout, and abort() ends any wait early; a lost peer surfaces as a
-// GroupBrokenError, never as a hang. With a world of 1 every collective is
-// a no-op.
+// timeout, and abort() ends any wait early, the rendezvous included; a lost
+// peer or a rendezvous that cannot form surfaces as a GroupBrokenError,
+// never as a hang. With a world of 1 every collective is a no-op.
 class Comm {
 public:
     struct Options {
@@ -30,8 +33,17 @@ public:
         std::chrono::milliseconds timeout{60000};
     };
 
+    // Does not touch the network: register the Comm where abort() can
+    // reach it, then connect().
     explicit Comm(const Options &options);
     ~Comm();
+
+    // The rendezvous: connects to (or, as rank 0, hosts) the store, waits
+    // until every rank has arrived, then forms the Gloo group. Throws
+    // GroupBrokenError on a timeout, a port rank 0 cannot listen on, or
+    // an abort.
+    void connect();
+    bool connected() const { return m_connected; }
 
     int rank() const { return m_rank; }
     int world() const { return m_world; }
@@ -44,8 +56,22 @@ public:
     // own timeout. Join the thread before the process exits.
     std::thread release();
 
-    void allreduceSum(torch::Tensor &t);
-    void broadcast(torch::Tensor &t, int root);
+    // How long collectives take on the emulated links (seconds, from the
+    // moment the last rank arrives): the network's part, computed by the
+    // link emulator. Without pacing, collectives take what loopback takes.
+    struct Pacing {
+        std::function<double(double bytes)> allreduce;
+        std::function<double(int root, const std::vector<int> &receivers, double bytes)> broadcast;
+    };
+    void setPacing(Pacing pacing) { m_pacing = std::move(pacing); }
+
+    // Pace::Free: a measurement the experimenter makes (evaluation), which no
+    // strategy's time may be charged with.
+    enum class Pace { Emulated, Free };
+    void allreduceSum(torch::Tensor &t, Pace pace = Pace::Emulated);
+    // `receivers`: the ranks that need the data, which are all the pacing
+    // waits for (empty: every rank).
+    void broadcast(torch::Tensor &t, int root, const std::vector<int> &receivers = {});
 
     struct State;
 
@@ -67,6 +93,13 @@ private:
     template <typename Start>
     Request request(torch::Tensor &t, Start start);
     void waitCollective(const std::shared_ptr<c10d::Work> &work, const char *what);
+    bool aborted() const;
+    // Waits until `seconds` after `start`; an abort ends the wait.
+    void paceUntil(std::chrono::steady_clock::time_point start, double seconds, const char *what);
+
+    Options m_options;
+    std::atomic<bool> m_connected{false};
+    Pacing m_pacing;
 
     int m_rank;
     int m_world;

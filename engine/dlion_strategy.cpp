@@ -23,7 +23,7 @@ constexpr double kCutLinkShare = 0.1;
 } // namespace
 
 DlionStrategy::DlionStrategy(const protocol::JobSpec &spec, Trainer &trainer, Comm &comm, const LinkEmulator &emulator)
-    : m_trainer(trainer), m_comm(comm), m_emulator(emulator), m_batch(spec.batchSize),
+    : m_trainer(trainer), m_comm(comm), m_batch(spec.batchSize),
       m_transfer(0.5, 500), m_exchange(comm, emulator), m_topk(comm.world(), trainer.parameterCount())
 {
     const StrategyOptions o(spec.strategyOptions, spec.strategy,
@@ -96,23 +96,24 @@ void DlionStrategy::exchange(torch::Tensor &grad, RoundContext &ctx)
         }
     }
     std::vector<SparseGradient> out(static_cast<std::size_t>(n));
+    for (int j = 0; j < n; ++j) {
+        if (j != me)
+            out[std::size_t(j)] = m_topk.select(j, grad, linkBudget(j, roundSeconds, ctx));
+    }
+    // The estimate lags a link that was just cut (or never measured): a
+    // payload sized for it could occupy the link for minutes and trip the
+    // group timeout. So each payload streams its entries largest first and
+    // stops at a deadline; what missed it goes back into the link's residual.
+    std::vector<SparseGradient> late;
+    const std::vector<SparseGradient> in = m_exchange.exchange(out, ctx.elapsedS, std::max(kMaxSendS, roundSeconds), &late);
     ctx.record->linkFraction.assign(std::size_t(n), 0.0);
     for (int j = 0; j < n; ++j) {
         if (j == me)
             continue;
-        // The estimate lags a link that was just cut (or never measured):
-        // a payload sized for it could occupy the link for minutes and trip
-        // the group timeout. A sender streaming entries by priority would
-        // stop at the deadline; on an emulated link the entries that make it
-        // are known up front, so only those are selected and the rest stays
-        // in the residual. (Real links, tc in namespaces, need such a
-        // deadline-bounded stream.)
-        const std::int64_t k = std::min(linkBudget(j, roundSeconds, ctx),
-                                        m_exchange.entriesWithin(j, std::max(kMaxSendS, roundSeconds), ctx.elapsedS));
-        out[std::size_t(j)] = m_topk.select(j, grad, k);
-        ctx.record->linkFraction[std::size_t(j)] = double(out[std::size_t(j)].values.numel()) / double(grad.numel());
+        m_topk.giveBack(j, late[std::size_t(j)]);
+        ctx.record->linkFraction[std::size_t(j)] =
+            double(out[std::size_t(j)].values.numel() - late[std::size_t(j)].values.numel()) / double(grad.numel());
     }
-    const std::vector<SparseGradient> in = m_exchange.exchange(out, ctx.elapsedS);
     grad.mul_(double(m_shares[std::size_t(me)]) / total);
     for (int j = 0; j < n; ++j) {
         if (j != me)
@@ -124,7 +125,7 @@ void DlionStrategy::exchange(torch::Tensor &grad, RoundContext &ctx)
 void DlionStrategy::afterStep(RoundContext &ctx)
 {
     if (ctx.mergeRequested || (m_dkt && (ctx.round + 1) % m_dktPeriod == 0))
-        m_transfer.run(m_trainer, m_comm, m_emulator, ctx.round, ctx.elapsedS, ctx.mergeRequested, ctx.emitMerge);
+        m_transfer.run(m_trainer, m_comm, ctx.bandwidth, ctx.round, ctx.elapsedS, ctx.mergeRequested, ctx.emitMerge);
 }
 
 } // namespace dlion::engine

@@ -42,7 +42,6 @@ private:
 
     Trainer &m_trainer;
     Comm &m_comm;
-    const LinkEmulator &m_emulator;
     bool m_wdb, m_prioritized, m_dkt;
     std::int64_t m_batch, m_minShare, m_maxShare;
     double m_roundBudgetS;

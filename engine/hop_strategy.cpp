@@ -1,16 +1,16 @@
 #include "hop_strategy.h"
 
 #include "comm.h"
-#include "link_emulator.h"
 #include "strategy_options.h"
 #include "trainer.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace dlion::engine {
 
 HopStrategy::HopStrategy(const protocol::JobSpec &spec, Trainer &trainer, Comm &comm, const LinkEmulator &emulator)
-    : m_trainer(trainer), m_comm(comm), m_emulator(emulator), m_batch(spec.batchSize), m_exchange(comm, emulator)
+    : m_trainer(trainer), m_comm(comm), m_batch(spec.batchSize), m_exchange(comm, emulator)
 {
     const StrategyOptions o(spec.strategyOptions, spec.strategy, {"backup", "topology"});
     m_backup = int(o.number("backup", 0, 0, 64));
@@ -20,7 +20,7 @@ HopStrategy::HopStrategy(const protocol::JobSpec &spec, Trainer &trainer, Comm &
     m_ring = topology == QLatin1String("ring");
 }
 
-std::vector<int> HopStrategy::inNeighbours(int worker, double t) const
+std::vector<int> HopStrategy::inNeighbours(int worker, const std::vector<double> &bandwidth) const
 {
     const int n = m_comm.world();
     std::vector<int> nb;
@@ -29,12 +29,14 @@ std::vector<int> HopStrategy::inNeighbours(int worker, double t) const
         if (j != worker && adjacent)
             nb.push_back(j);
     }
-    // Backup workers: drop the slowest incoming links (deterministic, so
-    // every worker agrees who sends to whom).
-    const double bytes = double(m_trainer.parameterCount()) * 4;
-    std::stable_sort(nb.begin(), nb.end(), [&](int a, int b) {
-        return m_emulator.transferSeconds(a, worker, bytes, t) < m_emulator.transferSeconds(b, worker, bytes, t);
-    });
+    // Backup workers: drop the slowest incoming links as measured by their
+    // receiver (deterministic, as every worker sees the same matrix, so all
+    // agree who sends to whom); a link not measured yet counts as fast.
+    auto rate = [&](int from) {
+        const double bps = bandwidth.empty() ? 0 : bandwidth[std::size_t(from * n + worker)];
+        return bps > 0 ? bps : std::numeric_limits<double>::infinity();
+    };
+    std::stable_sort(nb.begin(), nb.end(), [&](int a, int b) { return rate(a) > rate(b); });
     const int keep = std::max<int>(1, int(nb.size()) - m_backup);
     nb.resize(std::min<std::size_t>(nb.size(), std::size_t(keep)));
     return nb;
@@ -58,12 +60,12 @@ void HopStrategy::afterStep(RoundContext &ctx)
     nothing.values = torch::empty({0});
     std::vector<SparseGradient> out(std::size_t(n), nothing);
     for (int j = 0; j < n; ++j) {
-        const auto nb = inNeighbours(j, ctx.elapsedS);
+        const auto nb = inNeighbours(j, ctx.bandwidth);
         if (j != me && std::find(nb.begin(), nb.end(), me) != nb.end())
             out[std::size_t(j)] = mine;
     }
     const std::vector<SparseGradient> in = m_exchange.exchange(out, ctx.elapsedS);
-    const std::vector<int> nb = inNeighbours(me, ctx.elapsedS);
+    const std::vector<int> nb = inNeighbours(me, ctx.bandwidth);
     torch::NoGradGuard noGrad;
     auto &w = m_trainer.flatParams();
     for (int j : nb)

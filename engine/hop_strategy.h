@@ -27,11 +27,10 @@ public:
 
 private:
     // The neighbours whose parameters `worker` averages with at time t.
-    std::vector<int> inNeighbours(int worker, double t) const;
+    std::vector<int> inNeighbours(int worker, const std::vector<double> &bandwidth) const;
 
     Trainer &m_trainer;
     Comm &m_comm;
-    const LinkEmulator &m_emulator;
     std::int64_t m_batch;
     int m_backup;
     bool m_ring;

@@ -1,10 +1,9 @@
 #include "knowledge_transfer.h"
 
 #include "comm.h"
-#include "link_emulator.h"
 #include "trainer.h"
 
-#include <thread>
+#include <algorithm>
 
 namespace dlion::engine {
 
@@ -15,8 +14,8 @@ namespace {
 constexpr double kMaxModelTransferS = 5.0;
 } // namespace
 
-void KnowledgeTransfer::run(Trainer &trainer, Comm &comm, const LinkEmulator &emulator, std::int64_t round, double t,
-                            bool manual, const std::function<void(const protocol::MergeEvent &)> &emit)
+void KnowledgeTransfer::run(Trainer &trainer, Comm &comm, const std::vector<double> &bandwidth, std::int64_t round,
+                            double t, bool manual, const std::function<void(const protocol::MergeEvent &)> &emit)
 {
     const int n = comm.world(), me = comm.rank();
     if (n < 2)
@@ -32,23 +31,27 @@ void KnowledgeTransfer::run(Trainer &trainer, Comm &comm, const LinkEmulator &em
             best = j;
     }
     auto params = me == best ? trainer.flatParams().clone() : torch::empty_like(trainer.flatParams());
-    comm.broadcast(params, best);
-    // The best model crosses each emulated link in parallel: wait for the
-    // slowest one that can carry it in time.
-    double seconds = 0;
-    bool reachesMe = true;
+    // The receivers are those whose link from the best worker, as measured,
+    // carries the model in time; a link not measured yet is not trusted.
+    // Every worker decides alike from the shared matrix.
+    std::vector<int> receivers;
     for (int j = 0; j < n; ++j) {
-        const double linkS = j == best ? 0 : emulator.transferSeconds(best, j, double(params.numel() * 4), t);
-        if (linkS <= kMaxModelTransferS)
-            seconds = std::max(seconds, linkS);
-        else if (j == me)
-            reachesMe = false;
+        const double bps = bandwidth.empty() ? 0 : bandwidth[std::size_t(best * n + j)];
+        if (j != best && bps > 0 && double(params.numel() * 4) / bps <= kMaxModelTransferS)
+            receivers.push_back(j);
     }
-    std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
-    if (me == best || mine >= s[best] || !reachesMe)
+    if (!receivers.empty())
+        comm.broadcast(params, best, receivers);
+    if (me == best || mine >= s[best] || std::find(receivers.begin(), receivers.end(), me) == receivers.end())
         return;
     torch::NoGradGuard noGrad;
     merge(trainer.flatParams(), params, m_alpha);
+    // The merged replica is (1 - alpha) this one plus alpha the best. The
+    // best one's momentum is not sent (it would double the transfer), so
+    // only this replica's share of its own velocity is kept: the full
+    // velocity would keep pushing the merged weights along the path the
+    // merge just corrected.
+    trainer.flatMomentum().mul_(1 - m_alpha);
     if (emit) {
         protocol::MergeEvent e;
         e.round = round;

@@ -5,11 +5,11 @@
 #include <torch/types.h>
 
 #include <functional>
+#include <vector>
 
 namespace dlion::engine {
 
 class Comm;
-class LinkEmulator;
 class Trainer;
 
 // Direct knowledge transfer: workers score their replicas on the held-out
@@ -25,8 +25,10 @@ public:
         weights.mul_(1 - alpha).add_(best, alpha);
     }
 
-    // Returns the merge this worker took part in as receiver, if any.
-    void run(Trainer &trainer, Comm &comm, const LinkEmulator &emulator, std::int64_t round, double t, bool manual,
+    // `bandwidth`: the shared n x n matrix of measured link rates (bytes/s);
+    // a worker whose link from the best one would take over 5 s to carry
+    // the model, or is not measured yet, sits the merge out.
+    void run(Trainer &trainer, Comm &comm, const std::vector<double> &bandwidth, std::int64_t round, double t, bool manual,
              const std::function<void(const protocol::MergeEvent &)> &emit);
 
 private:

@@ -7,6 +7,7 @@
 #include <QJsonArray>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 
 namespace dlion::engine {
@@ -31,14 +32,23 @@ double positive(const QJsonValue &v, const char *field, bool zeroAllowed = false
     return d;
 }
 
+std::atomic<std::int64_t> g_unpacedCapReads{0};
+thread_local int t_pacerDepth = 0;
+
 } // namespace
+
+LinkEmulator::PacerScope::PacerScope() { ++t_pacerDepth; }
+LinkEmulator::PacerScope::~PacerScope() { --t_pacerDepth; }
+std::int64_t LinkEmulator::capReadsOutsidePacer() { return g_unpacedCapReads; }
 
 LinkEmulator::LinkEmulator(const QJsonObject &emulation, int world)
     : m_world(world), m_caps(std::size_t(world * world), kUncapped), m_overrides(std::size_t(world * world), -1)
 {
     const QJsonValue links = emulation.value("links");
     if (links.isString() || links.isUndefined()) {
-        const QList<double> rates = presetRates(links.isUndefined() ? QStringLiteral("none") : links.toString());
+        const QString preset = links.isUndefined() ? QStringLiteral("none") : links.toString();
+        const QList<double> rates = presetRates(preset);
+        m_latencyS = protocol::linkPresetLatencyMs(preset) / 1000.0;
         for (int i = 0; i < world; ++i) {
             for (int j = 0; j < world; ++j)
                 m_caps[std::size_t(i * world + j)] = protocol::linkPresetCap(rates, i, j);
@@ -112,6 +122,8 @@ double LinkEmulator::capMbps(int from, int to, double t) const
 {
     if (from == to)
         return kUncapped;
+    if (t_pacerDepth == 0)
+        ++g_unpacedCapReads;
     std::lock_guard lock(m_mutex);
     if (!m_members.empty()) {
         from = m_members.at(std::size_t(from));
@@ -132,8 +144,35 @@ double LinkEmulator::capMbps(int from, int to, double t) const
 
 double LinkEmulator::transferSeconds(int from, int to, double bytes, double t) const
 {
+    if (from == to)
+        return 0;
     const double cap = capMbps(from, to, t);
-    return cap > 0 ? m_latencyS + bytes * 8.0 / (cap * 1e6) : 0.0;
+    return m_latencyS + (cap > 0 ? bytes * 8.0 / (cap * 1e6) : 0.0);
+}
+
+double LinkEmulator::allreduceSeconds(double bytes, double t) const
+{
+    const int n = groupSize();
+    double step = 0;
+    for (int i = 0; i < n && n > 1; ++i)
+        step = std::max(step, transferSeconds(i, (i + 1) % n, bytes / n, t));
+    return 2.0 * (n - 1) * step;
+}
+
+double LinkEmulator::broadcastSeconds(int root, const std::vector<int> &receivers, double bytes, double t) const
+{
+    double seconds = 0;
+    for (int j = 0; j < groupSize(); ++j) {
+        if (receivers.empty() || std::find(receivers.begin(), receivers.end(), j) != receivers.end())
+            seconds = std::max(seconds, transferSeconds(root, j, bytes, t));
+    }
+    return seconds;
+}
+
+int LinkEmulator::groupSize() const
+{
+    std::lock_guard lock(m_mutex);
+    return m_members.empty() ? m_world : int(m_members.size());
 }
 
 void LinkEmulator::setCap(int from, int to, double mbps)

@@ -2,6 +2,7 @@
 
 #include <QJsonObject>
 
+#include <cstdint>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -13,15 +14,31 @@ namespace dlion::engine {
 // given training times. Built from the job's "emulation" object:
 //
 //   links:      "lan" | "lan-hetero" | "wan" | "wan-hetero" | "none" | [[Mbit/s]] (N x N, 0 = uncapped)
-//   latency_ms: number (every link)
+//   latency_ms: number, one way, every link (default: the preset's, 0 for a matrix)
 //   schedule:   [{"at_s": T, "link": [I, J], "mbps": X},
 //                {"at_s": T, "worker": I, "slowdown": F}, ...]
 //
 // Presets are those of protocol/link_presets.h; "none" (the default) leaves
 // links uncapped. Thread-safe.
+//
+// The emulator plays the network, and only the parts that play it (the
+// pacers of payloads and collectives, inside a PacerScope) may read the
+// true caps: a strategy decides from what it measured, as it would on real
+// links. Reads outside a PacerScope are counted, and the tests require
+// none.
 class LinkEmulator {
 public:
     static constexpr double kUncapped = 0;
+
+    class PacerScope {
+    public:
+        PacerScope();
+        ~PacerScope();
+        PacerScope(const PacerScope &) = delete;
+        PacerScope &operator=(const PacerScope &) = delete;
+    };
+    // Cap reads made outside any PacerScope, by every emulator of the process.
+    static std::int64_t capReadsOutsidePacer();
 
     // Throws EngineError naming the field on a bad specification.
     LinkEmulator(const QJsonObject &emulation, int world);
@@ -35,8 +52,16 @@ public:
     // Cap of link i -> j (ranks) at training time t (0 = uncapped).
     double capMbps(int from, int to, double t) const;
     double latencyS() const { return m_latencyS; }
-    // Seconds to push `bytes` over link i -> j at time t (0 when uncapped).
+    // Seconds for `bytes` to arrive over link i -> j at time t: latency
+    // plus bytes / cap (no bandwidth term when uncapped).
     double transferSeconds(int from, int to, double bytes, double t) const;
+    // What a collective of `bytes` per rank costs on the current group's
+    // links, as Gloo runs it: a ring all-reduce takes 2(n-1) steps, each
+    // moving bytes/n over every ring link at once; a broadcast reaches its
+    // receivers over their links from the root in parallel (`receivers`
+    // empty: every rank).
+    double allreduceSeconds(double bytes, double t) const;
+    double broadcastSeconds(int root, const std::vector<int> &receivers, double bytes, double t) const;
     // A live override of one link's cap (the user's "set link cap").
     void setCap(int from, int to, double mbps);
     // The slowdown the schedule sets for `worker` at time t, if any event
@@ -44,6 +69,8 @@ public:
     bool scheduledSlowdown(int worker, double since, double t, double *factor) const;
 
 private:
+    int groupSize() const;
+
     struct Event {
         double atS = 0;
         int from = -1, to = -1;  // link event

@@ -51,6 +51,7 @@ std::vector<double> PeerExchange::incomingBandwidth() const
 
 std::int64_t PeerExchange::entriesWithin(int peer, double seconds, double t) const
 {
+    const LinkEmulator::PacerScope pacer;
     const double mbps = m_emulator.capMbps(m_comm.rank(), peer, t);
     if (mbps <= 0)
         return std::numeric_limits<std::int64_t>::max();
@@ -73,15 +74,34 @@ void PeerExchange::report(protocol::RoundRecord &record, const std::vector<doubl
     }
 }
 
-std::vector<SparseGradient> PeerExchange::exchange(const std::vector<SparseGradient> &out, double t)
+std::vector<SparseGradient> PeerExchange::exchange(const std::vector<SparseGradient> &out, double t, double deadlineS,
+                                                   std::vector<SparseGradient> *undelivered)
 {
     const int n = m_comm.world(), me = m_comm.rank();
     std::vector<torch::Tensor> wireOut(static_cast<std::size_t>(n)), wireIn(static_cast<std::size_t>(n));
     auto sizes = torch::zeros({n * n}, torch::kLong);
+    if (undelivered) {
+        SparseGradient none;
+        none.values = torch::empty({0});
+        undelivered->assign(std::size_t(n), none);
+    }
     for (int j = 0; j < n; ++j) {
         if (j == me || out[std::size_t(j)].values.numel() == 0)
             continue;
-        wireOut[std::size_t(j)] = sparse_codec::encode(out[std::size_t(j)]);
+        const SparseGradient *payload = &out[std::size_t(j)];
+        SparseGradient cut;
+        if (deadlineS > 0) {
+            const LinkEmulator::PacerScope pacer;
+            const std::int64_t fits = entriesWithin(j, deadlineS, t);
+            if (m_emulator.transferSeconds(me, j, double(payload->wireBytes()), t) > deadlineS
+                && payload->values.numel() > fits) {
+                cut = payload->takeLargest(fits, undelivered ? &(*undelivered)[std::size_t(j)] : nullptr);
+                payload = &cut;
+                if (cut.values.numel() == 0)
+                    continue;
+            }
+        }
+        wireOut[std::size_t(j)] = sparse_codec::encode(*payload);
         sizes.data_ptr<std::int64_t>()[me * n + j] = wireOut[std::size_t(j)].numel();
     }
     // Agreeing on sizes is also a barrier: every worker starts sending now,
@@ -118,6 +138,7 @@ std::vector<SparseGradient> PeerExchange::exchange(const std::vector<SparseGradi
         m_lastBytes[std::size_t(j)] = std::int64_t(bytes);
         if (bytes == 0)
             continue;
+        const LinkEmulator::PacerScope pacer;
         schedule.emplace_back(m_pacer.reserve(j, m_emulator.transferSeconds(me, j, bytes, t), start), j);
     }
     std::sort(schedule.begin(), schedule.end());

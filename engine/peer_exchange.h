@@ -30,7 +30,12 @@ public:
 
     // out[j] goes to peer j (out[rank] is ignored); returns what each peer
     // sent to us (entry rank empty). `t` is the training time (for schedules).
-    std::vector<SparseGradient> exchange(const std::vector<SparseGradient> &out, double t);
+    // With `deadlineS` > 0 every payload streams its entries largest first
+    // and stops when the deadline passes, as a sender bounded by a deadline
+    // does on a real link: the entries the link would not have carried in
+    // time stay behind and come back in (*undelivered)[j].
+    std::vector<SparseGradient> exchange(const std::vector<SparseGradient> &out, double t, double deadlineS = 0,
+                                         std::vector<SparseGradient> *undelivered = nullptr);
 
     // Sends the same payload to every peer and turns `grad` into the mean
     // of it and everything received ((own + received) / workers), filling
@@ -43,14 +48,16 @@ public:
     // Fills a round's outgoing-link estimates (from the shared n x n
     // `bandwidth` matrix, bytes/s) and the bytes sent.
     void report(protocol::RoundRecord &record, const std::vector<double> &bandwidth) const;
-    // The most sparse entries (index + value) whose payload the emulated
-    // link to `peer` delivers within `seconds` at training time `t`
-    // (unbounded when the link is uncapped; 0 when not even a header fits).
-    std::int64_t entriesWithin(int peer, double seconds, double t) const;
     // Bytes this worker put on each link in the last exchange.
     const std::vector<std::int64_t> &lastBytes() const { return m_lastBytes; }
 
 private:
+    // The most sparse entries (index + value) whose payload the emulated
+    // link to `peer` delivers within `seconds` at training time `t`
+    // (unbounded when the link is uncapped; 0 when not even a header fits).
+    // The network's knowledge: only the pacer calls it.
+    std::int64_t entriesWithin(int peer, double seconds, double t) const;
+
     Comm &m_comm;
     const LinkEmulator &m_emulator;
     LinkPacer m_pacer;

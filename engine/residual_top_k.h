@@ -21,6 +21,9 @@ public:
     // ascending; on a CUDA build with a device, vectors of 2^20 entries or
     // more are selected on the GPU, with identical results.
     SparseGradient select(int link, const torch::Tensor &grad, std::int64_t k);
+    // Entries selected for `link` that did not reach it go back into its
+    // residual, so sent + residual == produced still holds.
+    void giveBack(int link, const SparseGradient &undelivered) { undelivered.addTo(m_residual[std::size_t(link)], 1.0); }
     const torch::Tensor &residual(int link) const { return m_residual[std::size_t(link)]; }
 
 private:

@@ -1,5 +1,7 @@
 #include "sparse_codec.h"
 
+#include <algorithm>
+
 #include "engine_error.h"
 
 #include <cstring>
@@ -32,6 +34,25 @@ void SparseGradient::addTo(torch::Tensor &target, double scale) const
         target.narrow(0, offset, values.numel()).add_(values, scale);
     else
         target.index_add_(0, indices, values * scale);
+}
+
+SparseGradient SparseGradient::takeLargest(std::int64_t m, SparseGradient *rest) const
+{
+    const std::int64_t count = values.numel();
+    const torch::Tensor index = dense() ? torch::arange(offset, offset + count, torch::kLong) : indices;
+    m = std::clamp<std::int64_t>(m, 0, count);
+    const torch::Tensor chosen = std::get<0>(std::get<1>(values.abs().topk(m)).sort());
+    auto keep = torch::zeros({count}, torch::kBool);
+    keep.index_fill_(0, chosen, true);
+    SparseGradient kept, others;
+    kept.length = others.length = length;
+    kept.indices = index.index_select(0, chosen);
+    kept.values = values.index_select(0, chosen);
+    others.indices = index.masked_select(keep.logical_not());
+    others.values = values.masked_select(keep.logical_not());
+    if (rest)
+        *rest = std::move(others);
+    return kept;
 }
 
 namespace sparse_codec {

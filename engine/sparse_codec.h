@@ -23,6 +23,10 @@ struct SparseGradient {
     std::int64_t wireBytes() const;
     // Adds scale * this into `target` (a dense float vector of `length`+offset).
     void addTo(torch::Tensor &target, double scale) const;
+    // The `m` entries of largest magnitude, as a sparse payload in index
+    // order; *rest gets the others. What a sender streaming its entries
+    // largest first has delivered when it is cut off after m.
+    SparseGradient takeLargest(std::int64_t m, SparseGradient *rest) const;
 };
 
 namespace sparse_codec {

@@ -15,7 +15,7 @@ std::unique_ptr<Strategy> makeStrategy(const protocol::JobSpec &spec, Trainer &t
     const QString &name = spec.strategy;
     if (name == QLatin1String("allreduce")) {
         StrategyOptions(spec.strategyOptions, name, {});
-        return std::make_unique<AllreduceStrategy>(spec, comm, emulator);
+        return std::make_unique<AllreduceStrategy>(spec, comm);
     }
     if (name == QLatin1String("dlion"))
         return std::make_unique<DlionStrategy>(spec, trainer, comm, emulator);

@@ -2,6 +2,7 @@
 
 #include "checkpoint.h"
 #include "comm.h"
+#include "compute_pacer.h"
 #include "engine_error.h"
 #include "link_emulator.h"
 #include "rate_meter.h"
@@ -15,6 +16,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <numeric>
 #include <thread>
 
 Q_LOGGING_CATEGORY(lcEngine, "dlion.engine")
@@ -159,7 +161,9 @@ void Worker::requestRegroup(const protocol::GroupPlan &plan)
     m_nextPlan = plan;
     const bool dropsMember = std::any_of(m_plan.members.begin(), m_plan.members.end(),
                                          [&](int w) { return !plan.members.contains(w); });
-    if (dropsMember && m_comm)
+    // Only a group that trains can wind down at the top of a round; one
+    // still in its rendezvous, or one losing a member, is left at once.
+    if (m_comm && (dropsMember || !m_comm->connected()))
         m_comm->abort();
     else
         m_regroupPending = true;
@@ -252,10 +256,8 @@ void Worker::maybeCheckpoint(Trainer &trainer, Progress &progress)
     progress.checkpointFailing = true;
 }
 
-std::unique_ptr<Comm> Worker::joinGroup(const protocol::GroupPlan &plan, Trainer &trainer, LinkEmulator &emulator,
-                                        Progress &progress)
+std::unique_ptr<Comm> Worker::makeComm(const protocol::GroupPlan &plan)
 {
-    setState("rendezvous");
     Comm::Options co;
     co.rendezvousHost = plan.rendezvousHost.toStdString();
     co.rendezvousPort = plan.rendezvousPort;
@@ -264,28 +266,43 @@ std::unique_ptr<Comm> Worker::joinGroup(const protocol::GroupPlan &plan, Trainer
     co.world = int(plan.members.size());
     co.timeout = std::chrono::milliseconds(qint64(m_spec.strategyOptions.value("timeout_s").toDouble(60) * 1000));
     auto comm = std::make_unique<Comm>(co);
-    {
-        std::lock_guard lock(m_groupMutex);
-        m_comm = comm.get();
-        if (m_nextPlan)  // a plan that arrived during the rendezvous supersedes it
-            comm->abort();
-    }
+    std::lock_guard lock(m_groupMutex);
+    m_comm = comm.get();
+    if (m_nextPlan)  // a plan that arrived meanwhile supersedes this one
+        comm->abort();
+    return comm;
+}
+
+void Worker::joinGroup(Comm &comm, const protocol::GroupPlan &plan, Trainer &trainer, LinkEmulator &emulator,
+                       Progress &progress)
+{
+    setState("rendezvous");
+    comm.connect();
     emulator.setGroup(std::vector<int>(plan.members.begin(), plan.members.end()));
     // Every member starts from the source's replica and progress: identical
     // replicas at the start, the best one's after a regroup.
     const int source = plan.rankOf(plan.source);
-    comm->broadcast(trainer.flatParams(), source);
-    comm->broadcast(trainer.flatMomentum(), source);
+    comm.broadcast(trainer.flatParams(), source);
+    comm.broadcast(trainer.flatMomentum(), source);
     auto shared = torch::tensor({double(progress.result.rounds), progress.elapsed(), progress.lastEvalT}, torch::kDouble);
-    comm->broadcast(shared, source);
+    comm.broadcast(shared, source);
     progress.result.rounds = qint64(shared[0].item<double>());
     trainer.setRound(progress.result.rounds);
     progress.adopt(shared[1].item<double>());
     progress.lastEvalT = shared[2].item<double>();
+    // From here on every collective pays its emulated links; forming the
+    // group (above) is setup and is not charged.
+    comm.setPacing({[&emulator, &progress](double bytes) {
+                        const LinkEmulator::PacerScope pacer;
+                        return emulator.allreduceSeconds(bytes, progress.elapsed());
+                    },
+                    [&emulator, &progress](int root, const std::vector<int> &receivers, double bytes) {
+                        const LinkEmulator::PacerScope pacer;
+                        return emulator.broadcastSeconds(root, receivers, bytes, progress.elapsed());
+                    }});
     if (plan.generation > 0)
         qCInfo(lcEngine) << "worker" << m_spec.rank << "joined group generation" << plan.generation << "as rank"
-                         << co.rank << "of" << co.world;
-    return comm;
+                         << comm.rank() << "of" << comm.world();
 }
 
 WorkerResult Worker::run()
@@ -310,15 +327,24 @@ WorkerResult Worker::run()
     // One pass per group generation; each further pass needs a new plan
     // from the controller within kPlanWait, or the worker gives up.
     for (;;) {
-        std::unique_ptr<Comm> comm;
+        std::unique_ptr<Comm> comm = makeComm(plan);
         std::string why = "the group was re-formed";
+        bool formed = false;
         try {
-            comm = joinGroup(plan, trainer, emulator, progress);
-            if (train(*comm, trainer, emulator, progress) == GroupEnd::Finished)
+            joinGroup(*comm, plan, trainer, emulator, progress);
+            formed = true;
+            if (train(*comm, trainer, emulator, progress) == GroupEnd::Finished) {
+                retire(std::move(comm));
                 break;
+            }
         } catch (const GroupBrokenError &e) {
             why = e.what();
             qCWarning(lcEngine).noquote() << "worker" << m_spec.rank << "lost its group:" << QString::fromStdString(why);
+            // The controller retries a generation that never formed with a
+            // fresh rendezvous; one that trained and broke lost a member,
+            // which the controller sees by itself.
+            if (!formed && m_hooks.groupFailed)
+                m_hooks.groupFailed(plan.generation, QString::fromStdString(why));
         }
         retire(std::move(comm));
         setState("regrouping");
@@ -328,7 +354,7 @@ WorkerResult Worker::run()
             const EvalResult local = trainer.evaluate();
             auto &e = progress.result.finalEval;
             e = evalRecord(m_spec.rank, progress.result.rounds, progress.elapsed(), local);
-            e.globalAccuracy = e.accuracy;
+            e.globalAccuracy = e.minAccuracy = e.maxAccuracy = e.consensusAccuracy = e.accuracy;
             e.globalLoss = e.loss;
             e.samples = int(local.count);
             e.final = true;
@@ -354,21 +380,46 @@ Worker::GroupEnd Worker::train(Comm &comm, Trainer &trainer, LinkEmulator &emula
     const QList<int> members = m_plan.members;
     auto strategy = makeStrategy(m_spec, trainer, comm, emulator);
     ControlExchange control(comm);
+    ComputePacer pacer(m_spec.threads);
     WorkerResult &result = progress.result;
     const auto &budget = m_spec.budget;
     auto elapsed = [&] { return progress.elapsed(); };
 
+    // Every replica on the same test subset; at the end also the
+    // parameter-averaged model, each rank scoring a 1/n shard of the subset
+    // with it (only then: on real links the model crossing every link at
+    // each evaluation would take the training's bandwidth). This is the
+    // experimenter's measurement, not training: its time is taken off the
+    // training clock and its collectives are not paced, for every strategy
+    // alike.
     auto evaluate = [&](bool final) {
+        const double t = elapsed();
+        const auto started = Clock::now();
         const EvalResult local = trainer.evaluate();
-        auto sums = torch::tensor({double(local.correct), double(local.count), local.lossSum}, torch::kDouble);
-        comm.allreduceSum(sums);
-        const auto *s = sums.data_ptr<double>();
-        protocol::EvalRecord e = evalRecord(id, result.rounds, elapsed(), local);
-        e.globalAccuracy = s[1] > 0 ? s[0] / s[1] : 0;
-        e.globalLoss = s[1] > 0 ? s[2] / s[1] : 0;
-        e.samples = int(s[1]);
+        EvalResult shard;
+        if (final) {
+            torch::Tensor consensus = trainer.flatParams().clone();
+            comm.allreduceSum(consensus, Comm::Pace::Free);
+            consensus.div_(world);
+            shard = trainer.evaluateWith(consensus, rank, world);
+        }
+        auto all = torch::zeros({2 * world + 3}, torch::kDouble);
+        auto *s = all.data_ptr<double>();
+        s[rank] = local.accuracy();
+        s[world + rank] = local.loss();
+        s[2 * world] = double(shard.correct);
+        s[2 * world + 1] = double(shard.count);
+        comm.allreduceSum(all, Comm::Pace::Free);
+        protocol::EvalRecord e = evalRecord(id, result.rounds, t, local);
+        e.minAccuracy = *std::min_element(s, s + world);
+        e.maxAccuracy = *std::max_element(s, s + world);
+        e.globalAccuracy = std::accumulate(s, s + world, 0.0) / world;
+        e.globalLoss = std::accumulate(s + world, s + 2 * world, 0.0) / world;
+        e.consensusAccuracy = s[2 * world + 1] > 0 ? s[2 * world] / s[2 * world + 1] : 0;
+        e.samples = int(local.count);
         e.final = final;
         e.primary = rank == 0;
+        progress.pausedS += secondsSince(started);
         return e;
     };
 
@@ -461,15 +512,10 @@ Worker::GroupEnd Worker::train(Comm &comm, Trainer &trainer, LinkEmulator &emula
         ctx.bandwidth = control.bandwidth();
 
         const std::int64_t batch = strategy->localBatch(ctx);
-        const auto t0 = Clock::now();
-        rec.loss = trainer.computeGradient(batch);
-        double computeS = secondsSince(t0);
         const double factor = m_slowdown;
-        if (factor > 1) {
-            // Emulated slower machine: stretch this step to factor x its time.
-            std::this_thread::sleep_for(std::chrono::duration<double>((factor - 1) * computeS));
-            computeS *= factor;
-        }
+        pacer.begin();
+        rec.loss = trainer.computeGradient(batch);
+        const double computeS = pacer.end(factor);
         progress.meter.add(double(batch), computeS);
 
         const auto t1 = Clock::now();

@@ -31,6 +31,9 @@ struct WorkerHooks {
     std::function<void(const QString &state)> state;
     // A problem training goes on despite (a failed checkpoint write).
     std::function<void(const QString &message)> warning;
+    // Group generation `generation` never formed (its rendezvous or first
+    // broadcast failed); the worker now waits for a newer plan.
+    std::function<void(int generation, const QString &why)> groupFailed;
 };
 
 struct WorkerResult {
@@ -77,8 +80,10 @@ private:
     struct Progress;
     enum class GroupEnd { Finished, Regroup };
 
-    std::unique_ptr<Comm> joinGroup(const protocol::GroupPlan &plan, Trainer &trainer, LinkEmulator &emulator,
-                                    Progress &progress);
+    // A Comm for the plan, registered where requestRegroup can abort it.
+    std::unique_ptr<Comm> makeComm(const protocol::GroupPlan &plan);
+    void joinGroup(Comm &comm, const protocol::GroupPlan &plan, Trainer &trainer, LinkEmulator &emulator,
+                   Progress &progress);
     GroupEnd train(Comm &comm, Trainer &trainer, LinkEmulator &emulator, Progress &progress);
     // Blocks until a plan newer than the current generation arrives; nullopt
     // when a stop is requested first. Throws EngineError after the wait.

@@ -12,6 +12,8 @@ namespace dlion::protocol {
 const QStringList &linkPresetNames();
 // Empty for an unknown name.
 QList<double> linkPresetRates(const QString &name);
+// One-way latency of every link of a preset (ms): LAN 0.2, WAN 25, none 0.
+double linkPresetLatencyMs(const QString &name);
 // Cap of link from -> to under `rates`; 0 (uncapped) on the diagonal.
 double linkPresetCap(const QList<double> &rates, int from, int to);
 

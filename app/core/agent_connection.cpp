@@ -92,6 +92,8 @@ void AgentConnection::onFrame(const protocol::Frame &frame)
             m_agentState = s;
             Q_EMIT agentStateChanged(s);
         }
+        if (const QCborValue g = frame.body.value("failed_generation"); g.isInteger())
+            Q_EMIT groupFailed(int(g.toInteger()), frame.body.value("message").toString());
         return;
     }
     case MessageType::Finished:

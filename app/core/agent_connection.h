@@ -45,6 +45,8 @@ public:
 Q_SIGNALS:
     void ready();
     void agentStateChanged(const QString &state);
+    // The agent's worker could not form group generation `generation`.
+    void groupFailed(int generation, const QString &why);
     void heartbeat();
     void telemetry(const dlion::protocol::TelemetryBatch &batch);
     void finished(const QCborMap &outcome);

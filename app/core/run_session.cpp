@@ -83,8 +83,12 @@ AgentConnection *RunSession::connectAgent(int i, const AgentEndpoint &agent)
     });
     connect(a, &AgentConnection::agentStateChanged, this, [this, i](const QString &s) {
         m_workerStates[i] = s;
+        if (std::all_of(m_members.begin(), m_members.end(), [this](int w) { return m_workerStates[w] == QLatin1String("running"); }))
+            m_failedRendezvous = 0;
         Q_EMIT workerStateChanged(i, s);
     });
+    connect(a, &AgentConnection::groupFailed, this,
+            [this, i](int generation, const QString &why) { onGroupFailed(i, generation, why); });
     connect(a, &AgentConnection::heartbeat, this, [this, i] { Q_EMIT heartbeat(i); });
     connect(a, &AgentConnection::finished, this, [this, i](const QCborMap &o) { onAgentFinished(i, o); });
     connect(a, &AgentConnection::agentError, this, [this, i](const QString &message) {
@@ -209,6 +213,27 @@ void RunSession::onAgentLost(int worker, const QString &reason)
     }
     if (std::all_of(m_done.begin(), m_done.end(), [](bool d) { return d; }))
         finish(m_failure.isEmpty(), m_failure);
+}
+
+void RunSession::onGroupFailed(int worker, int generation, const QString &why)
+{
+    // Later reports of a generation already retried are stale.
+    if (m_state != State::Running || generation != m_generation || !m_members.contains(worker))
+        return;
+    constexpr int kMaxRetries = 5;
+    if (++m_failedRendezvous > kMaxRetries) {
+        if (m_failure.isEmpty())
+            m_failure = QStringLiteral("the workers could not form a group %1 times in a row; the last attempt: worker %2: %3")
+                            .arg(kMaxRetries + 1).arg(worker).arg(why);
+        Q_EMIT logMessage(m_failure);
+        broadcast(QStringLiteral("stop"));
+        return;
+    }
+    const protocol::GroupPlan plan = nextPlan();
+    sendPlan(plan);
+    Q_EMIT logMessage(QStringLiteral("group generation %1 did not form (worker %2: %3); retrying as generation %4 at %5:%6")
+                          .arg(generation).arg(worker).arg(why).arg(plan.generation).arg(plan.rendezvousHost)
+                          .arg(plan.rendezvousPort));
 }
 
 bool RunSession::rejoin(int worker, const AgentEndpoint &agent)

@@ -20,7 +20,9 @@ namespace dlion::core {
 // The session owns the group's membership. When an agent is lost (its
 // connection drops or it goes silent), the others are sent the plan of the
 // next group generation without it, from the best remaining worker, and
-// train on; `rejoin()` brings a restarted agent back the same way. Signals
+// train on; `rejoin()` brings a restarted agent back the same way. A
+// generation whose rendezvous fails (a port taken, a plan that reached a
+// worker late) is retried with a fresh one, a few times in a row. Signals
 // carry no data the RunData does not hold, so a view can be rebuilt from
 // `data()` at any time.
 class RunSession : public QObject {
@@ -94,6 +96,7 @@ private:
     int bestMember() const;
     void onAgentFinished(int worker, const QCborMap &outcome);
     void onAgentLost(int worker, const QString &reason);
+    void onGroupFailed(int worker, int generation, const QString &why);
     void finish(bool ok, const QString &message);
 
     State m_state = State::Idle;
@@ -108,6 +111,7 @@ private:
     QByteArray m_secret;
     QList<int> m_members;  // in rank order
     int m_generation = 0;
+    int m_failedRendezvous = 0;  // generations in a row that never formed
     bool m_elastic = true;
     bool m_attaching = false;
     bool m_ackAfterCommit = false;

@@ -20,8 +20,9 @@ struct LocalRun {
     QString message;
 
     // Starts `workers` agents and the job; returns false if the agents could
-    // not start within the timeout.
-    bool start(const protocol::JobSpec &job, int workers, int timeoutMs = 60000)
+    // not start within the timeout. Generation g meets at rendezvousPort + g
+    // (0: a free port).
+    bool start(const protocol::JobSpec &job, int workers, int timeoutMs = 60000, quint16 rendezvousPort = 0)
     {
         const QByteArray secret = protocol::handshake::makeSecret();
         QSignalSpy ready(cluster.get(), &core::LocalCluster::ready);
@@ -32,7 +33,8 @@ struct LocalRun {
             ok = o;
             message = m;
         });
-        session->start(job, cluster->endpoints(), secret, core::LocalCluster::kHost, core::pickFreePort());
+        session->start(job, cluster->endpoints(), secret, core::LocalCluster::kHost,
+                       rendezvousPort ? rendezvousPort : core::pickFreePort());
         return true;
     }
 

@@ -11,6 +11,7 @@
 #include <peer_exchange.h>
 #include <residual_top_k.h>
 #include <sparse_codec.h>
+#include <worker.h>
 
 #include <QJsonArray>
 #include <QtTest>
@@ -46,6 +47,7 @@ std::string onTwoRanks(const QJsonObject &emulation, const std::function<void(in
             o.world = 2;
             o.timeout = std::chrono::milliseconds(30000);
             Comm comm(o);
+            comm.connect();
             LinkEmulator emulator(emulation, 2);
             body(r, comm, emulator);
         } catch (const std::exception &e) {
@@ -78,6 +80,7 @@ private Q_SLOTS:
     void knowledgeTransferMergeMath();
     void pacedExchangeAchievesConfiguredRate();
     void cutLinkCarriesWhatFitsAndIsMeasured();
+    void noStrategyReadsALinkCap();
 };
 
 void TestDlionMath::sharesFollowRatesAndSumToBatch()
@@ -363,35 +366,97 @@ void TestDlionMath::cutLinkCarriesWhatFitsAndIsMeasured()
 {
     // Both directions all but cut: 0.001 Mbit/s = 125 B/s.
     const QJsonObject emulation{{"links", QJsonArray{QJsonArray{0, 0.001}, QJsonArray{0.001, 0}}}};
-    std::int64_t fits[2] = {0, 0}, emptyBytes[2] = {-1, -1}, emptyIn[2] = {-1, -1};
-    double received[2] = {0, 0}, estimate[2] = {0, 0};
+    std::int64_t emptyBytes[2] = {-1, -1}, emptyIn[2] = {-1, -1}, arrived[2] = {0, 0}, left[2] = {0, 0};
+    double received[2] = {0, 0}, estimate[2] = {0, 0}, leftSum[2] = {0, 0}, smallestSent[2] = {0, 0},
+           largestLeft[2] = {0, 0};
     const std::string error = onTwoRanks(emulation, [&](int r, Comm &comm, LinkEmulator &emulator) {
         PeerExchange exchange(comm, emulator);
         const auto peer = std::size_t(1 - r);
-        // 2 s carry 250 bytes: a 20-byte header and 28 entries of 8 bytes.
-        fits[r] = exchange.entriesWithin(int(peer), 2.0, 0);
         std::vector<SparseGradient> out(2);
         out[peer].length = 1000;
         out[peer].values = torch::empty({0});
         const auto none = exchange.exchange(out, 0);
         emptyBytes[r] = exchange.lastBytes()[peer];
         emptyIn[r] = none[peer].values.numel();
-        out[peer].indices = torch::arange(fits[r], torch::kLong);
-        out[peer].values = torch::ones({fits[r]});
-        const auto in = exchange.exchange(out, 0);
+        // 1000 entries of magnitude 1..1000 against a 2 s deadline: the link
+        // carries the 28 largest (250 bytes: a 20-byte header and 28 of 8).
+        out[peer].indices = torch::arange(1000, torch::kLong);
+        out[peer].values = torch::arange(1, 1001, torch::kFloat);
+        std::vector<SparseGradient> late;
+        const auto in = exchange.exchange(out, 0, 2.0, &late);
+        arrived[r] = in[peer].values.numel();
         received[r] = in[peer].values.sum().item<double>();
+        smallestSent[r] = in[peer].values.min().item<double>();
+        left[r] = late[peer].values.numel();
+        leftSum[r] = late[peer].values.sum().item<double>();
+        largestLeft[r] = late[peer].values.max().item<double>();
         estimate[r] = exchange.incomingBandwidth()[peer];
     });
     QVERIFY2(error.empty(), error.c_str());
     for (int r = 0; r < 2; ++r) {
-        QCOMPARE(fits[r], std::int64_t(28));
         // An empty payload stays off the wire and arrives empty.
         QCOMPARE(emptyBytes[r], std::int64_t(0));
         QCOMPARE(emptyIn[r], std::int64_t(0));
-        QCOMPARE(received[r], 28.0);
+        // The largest entries went first; the rest came back, none lost.
+        QCOMPARE(arrived[r], std::int64_t(28));
+        QCOMPARE(left[r], std::int64_t(972));
+        QCOMPARE(smallestSent[r], 973.0);
+        QCOMPARE(largestLeft[r], 972.0);
+        QCOMPARE(received[r] + leftSum[r], 500500.0);
         // 244 bytes are far below a probe, but took about 2 s: the link is
         // measured (to within the skew between the ranks' clocks starting).
         QVERIFY2(estimate[r] > 100 && estimate[r] < 130, qPrintable(QString::number(estimate[r])));
+    }
+}
+
+void TestDlionMath::noStrategyReadsALinkCap()
+{
+    // Two real workers per strategy on capped, schedule-changing links:
+    // only the pacers may look at the caps; what a strategy decides must
+    // come from what it measured.
+    for (const char *strategy : {"allreduce", "dlion", "gaia", "ako", "hop"}) {
+        QTcpServer probe;
+        probe.listen(QHostAddress::LocalHost, 0);
+        const int port = probe.serverPort();
+        probe.close();
+        const std::int64_t before = LinkEmulator::capReadsOutsidePacer();
+        std::string error;
+        std::mutex errorMutex;
+        qint64 rounds[2] = {0, 0};
+        auto run = [&](int rank) {
+            try {
+                dlion::protocol::JobSpec spec;
+                spec.strategy = strategy;
+                spec.model = "mlp";
+                spec.dataset = "synthetic";
+                spec.evalSamples = 200;
+                spec.evalIntervalS = 0.2;
+                spec.budget.maxRounds = 30;
+                spec.strategyOptions = QJsonObject{{"dkt_period", 10}, {"backup", 1}, {"timeout_s", 20}};
+                if (QLatin1String(strategy) != QLatin1String("dlion"))
+                    spec.strategyOptions.remove("dkt_period");
+                if (QLatin1String(strategy) != QLatin1String("hop"))
+                    spec.strategyOptions.remove("backup");
+                spec.emulation = QJsonObject{{"links", "lan-hetero"},
+                                             {"schedule", QJsonArray{QJsonObject{{"at_s", 0.5}, {"link", QJsonArray{0, 1}}, {"mbps", 50}}}}};
+                spec.world = 2;
+                spec.rank = rank;
+                spec.rendezvousPort = port;
+                Worker worker(spec, "127.0.0.1", {});
+                rounds[rank] = worker.run().rounds;
+            } catch (const std::exception &e) {
+                std::lock_guard lock(errorMutex);
+                error = e.what();
+            }
+        };
+        std::thread a(run, 0), b(run, 1);
+        a.join();
+        b.join();
+        QVERIFY2(error.empty(), (std::string(strategy) + ": " + error).c_str());
+        QCOMPARE(rounds[0], qint64(30));
+        QCOMPARE(rounds[1], qint64(30));
+        QVERIFY2(LinkEmulator::capReadsOutsidePacer() == before,
+                 qPrintable(QString("%1 read a link cap %2 times").arg(strategy).arg(LinkEmulator::capReadsOutsidePacer() - before)));
     }
 }
 
