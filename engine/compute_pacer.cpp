@@ -1,0 +1,29 @@
+#include "compute_pacer.h"
+
+#include <thread>
+
+#include <time.h>
+
+namespace dlion::engine {
+
+double ComputePacer::cpuSeconds() const
+{
+    timespec ts{};
+    clock_gettime(m_threads == 1 ? CLOCK_THREAD_CPUTIME_ID : CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9) / m_threads;
+}
+
+void ComputePacer::begin()
+{
+    m_wallStart = Clock::now();
+    m_cpuStart = cpuSeconds();
+}
+
+double ComputePacer::end(double factor)
+{
+    m_emulatedS = (cpuSeconds() - m_cpuStart) * (factor < 1 ? 1 : factor);
+    std::this_thread::sleep_until(m_wallStart + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(m_emulatedS)));
+    return std::chrono::duration<double>(Clock::now() - m_wallStart).count();
+}
+
+} // namespace dlion::engine

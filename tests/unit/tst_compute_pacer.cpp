@@ -1,0 +1,127 @@
+// ComputePacer: a worker emulated s times slower takes s times its CPU time
+// per step, whether the host's other cores are idle or all busy.
+#include <compute_pacer.h>
+
+#include <QtTest>
+
+#include <algorithm>
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include <time.h>
+
+using dlion::engine::ComputePacer;
+
+namespace {
+
+double threadCpuS()
+{
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+}
+
+// Burns `seconds` of this thread's CPU time, however long that takes.
+void burn(double seconds)
+{
+    const double until = threadCpuS() + seconds;
+    volatile double x = 1;
+    while (threadCpuS() < until) {
+        for (int i = 0; i < 1000; ++i)
+            x = x * 1.0000001 + 1e-9;
+    }
+}
+
+struct Steps {
+    double pacedS = 0;    // median paced step
+    double computeS = 0;  // median wall time of the work alone
+};
+
+Steps measure(double factor, int steps = 25, double work = 0.004)
+{
+    ComputePacer pacer;
+    std::vector<double> paced, compute;
+    for (int i = 0; i < steps; ++i) {
+        const auto t0 = ComputePacer::Clock::now();
+        pacer.begin();
+        burn(work);
+        compute.push_back(std::chrono::duration<double>(ComputePacer::Clock::now() - t0).count());
+        paced.push_back(pacer.end(factor));
+    }
+    auto median = [](std::vector<double> v) {
+        std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+        return v[v.size() / 2];
+    };
+    return {median(paced), median(compute)};
+}
+
+// Keeps every core of the host busy while it lives.
+class Load {
+public:
+    Load()
+    {
+        for (unsigned i = 0; i < std::max(2u, std::thread::hardware_concurrency()); ++i)
+            m_threads.emplace_back([this] {
+                volatile double x = 1;
+                while (!m_stop)
+                    x = x * 1.0000001 + 1e-9;
+            });
+    }
+    ~Load()
+    {
+        m_stop = true;
+        for (auto &t : m_threads)
+            t.join();
+    }
+
+private:
+    std::atomic<bool> m_stop{false};
+    std::vector<std::thread> m_threads;
+};
+
+} // namespace
+
+class TestComputePacer : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    void slowdownIsIndependentOfHostLoad();
+    void stepLastsAtLeastItsEmulatedLength();
+};
+
+void TestComputePacer::slowdownIsIndependentOfHostLoad()
+{
+    constexpr double kFactor = 4;
+    const Steps idle = measure(kFactor);
+    Steps busy;
+    {
+        Load load;
+        busy = measure(kFactor);
+    }
+    qInfo("slowdown %.0f: step %.2f ms idle, %.2f ms with every core busy (the work alone: %.2f ms idle, %.2f ms busy)",
+          kFactor, idle.pacedS * 1e3, busy.pacedS * 1e3, idle.computeS * 1e3, busy.computeS * 1e3);
+    // The load must really take CPU from the worker, or the check says nothing.
+    QVERIFY2(busy.computeS > 1.2 * idle.computeS, "the host load did not slow the work down");
+    QVERIFY2(std::abs(busy.pacedS - idle.pacedS) <= 0.1 * idle.pacedS,
+             qPrintable(QString("paced step %1 ms busy vs %2 ms idle").arg(busy.pacedS * 1e3).arg(idle.pacedS * 1e3)));
+    // And the step is the factor times the work's CPU time.
+    QVERIFY2(std::abs(idle.pacedS - kFactor * 0.004) <= 0.1 * kFactor * 0.004, qPrintable(QString::number(idle.pacedS)));
+}
+
+void TestComputePacer::stepLastsAtLeastItsEmulatedLength()
+{
+    ComputePacer pacer;
+    pacer.begin();
+    burn(0.002);
+    const double s = pacer.end(3);
+    QVERIFY(pacer.lastEmulatedS() >= 0.006 * 0.95);
+    QVERIFY(s >= pacer.lastEmulatedS());
+    // A factor below 1 is taken as 1: the pacer never speeds a machine up.
+    pacer.begin();
+    burn(0.002);
+    pacer.end(0.25);
+    QVERIFY(pacer.lastEmulatedS() >= 0.002 * 0.95);
+}
+
+QTEST_GUILESS_MAIN(TestComputePacer)
+#include "tst_compute_pacer.moc"
