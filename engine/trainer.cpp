@@ -80,14 +80,11 @@ Trainer::Trainer(const protocol::JobSpec &spec) : m_spec(spec), m_rng(spec.seed 
     m_heldY = toLabels(train, held);
 
     const RawDataset test = loadDataset(spec.dataset.toStdString(), dir, Split::Test);
-    // Test shard: every world-th sample of the first eval_samples, so the
-    // shards of all workers together cover the evaluation set exactly once.
-    const std::int64_t limit = std::min<std::int64_t>(spec.evalSamples, test.size);
-    std::vector<std::int64_t> shard;
-    for (std::int64_t i = spec.rank; i < limit; i += spec.world)
-        shard.push_back(i);
-    m_testX = toImages(test, shard);
-    m_testY = toLabels(test, shard);
+    // The test subset: the first eval_samples, the same on every worker.
+    std::vector<std::int64_t> subset(std::size_t(std::min<std::int64_t>(spec.evalSamples, test.size)));
+    std::iota(subset.begin(), subset.end(), 0);
+    m_testX = toImages(test, subset);
+    m_testY = toLabels(test, subset);
 
     // Same seed on every worker: replicas start identical.
     torch::manual_seed(spec.seed);
@@ -176,6 +173,17 @@ std::uint64_t Trainer::parameterDigest() const
 EvalResult Trainer::evaluate()
 {
     return evaluateOn(m_testX, m_testY);
+}
+
+EvalResult Trainer::evaluateWith(const torch::Tensor &params, int part, int parts)
+{
+    torch::NoGradGuard noGrad;
+    const torch::Tensor own = m_params.clone();
+    m_params.copy_(params);
+    const auto n = m_testX.size(0);
+    const EvalResult r = evaluateOn(m_testX.slice(0, part, n, parts), m_testY.slice(0, part, n, parts));
+    m_params.copy_(own);
+    return r;
 }
 
 EvalResult Trainer::evaluateHeldOut(std::int64_t samples)

@@ -28,7 +28,7 @@ struct EvalResult {
 // a joining worker or a checkpoint takes the whole optimizer state too.
 class Trainer {
 public:
-    // Loads the dataset, keeps partition `rank` of `world` and a test shard.
+    // Loads the dataset, keeps partition `rank` of `world` and the test subset.
     explicit Trainer(const protocol::JobSpec &spec);
 
     // Forward and backward on the next `samples` local samples; leaves their
@@ -36,9 +36,12 @@ public:
     double computeGradient(std::int64_t samples);
     // SGD step (momentum, weight decay, lr schedule) with flatGrad().
     void step();
-    // This replica on its shard of the test set (every world-th sample of
-    // the first eval_samples, so all shards together cover it once).
+    // This replica on the test subset (the first eval_samples, the same on
+    // every worker).
     EvalResult evaluate();
+    // `params` (a flat vector like flatParams()) on part `part` of `parts`
+    // of the subset (every parts-th sample); this replica is left as it was.
+    EvalResult evaluateWith(const torch::Tensor &params, int part, int parts);
     // This replica on the held-out training samples every worker shares
     // (the yardstick DKT compares replicas with).
     EvalResult evaluateHeldOut(std::int64_t samples);

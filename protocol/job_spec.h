@@ -59,7 +59,7 @@ struct JobSpec {
     quint64 seed = 1;
     Budget budget;
     double evalIntervalS = 2.0;
-    int evalSamples = 10000;  // test samples per evaluation, split over workers
+    int evalSamples = 10000;  // test samples every replica is scored on
     int threads = 1;          // intra-op threads per worker
     QString device = QStringLiteral("cpu");
     bool verifyReplicas = false;  // report a parameter digest every round

@@ -71,7 +71,8 @@ bool decode(const QCborMap &m, RoundRecord *r)
 QCborMap encode(const EvalRecord &e)
 {
     return QCborMap{{"w", e.worker}, {"r", e.round}, {"t", e.t}, {"a", e.accuracy}, {"l", e.loss},
-                    {"ga", e.globalAccuracy}, {"gl", e.globalLoss}, {"n", e.samples}, {"f", e.final}, {"p", e.primary}};
+                    {"ga", e.globalAccuracy}, {"gl", e.globalLoss}, {"mn", e.minAccuracy}, {"mx", e.maxAccuracy},
+                    {"ca", e.consensusAccuracy}, {"n", e.samples}, {"f", e.final}, {"p", e.primary}};
 }
 
 bool decode(const QCborMap &m, EvalRecord *e)
@@ -83,6 +84,9 @@ bool decode(const QCborMap &m, EvalRecord *e)
     e->loss = m.value("l").toDouble();
     e->globalAccuracy = m.value("ga").toDouble();
     e->globalLoss = m.value("gl").toDouble();
+    e->minAccuracy = m.value("mn").toDouble();
+    e->maxAccuracy = m.value("mx").toDouble();
+    e->consensusAccuracy = m.value("ca").toDouble();
     e->samples = int(m.value("n").toInteger());
     e->final = m.value("f").toBool();
     e->primary = m.contains(QLatin1String("p")) ? m.value("p").toBool() : e->worker == 0;
@@ -188,7 +192,9 @@ QJsonObject toJson(const EvalRecord &e)
 {
     return QJsonObject{{"worker", e.worker}, {"round", e.round}, {"t", e.t}, {"accuracy", e.accuracy},
                        {"loss", e.loss}, {"global_accuracy", e.globalAccuracy},
-                       {"global_loss", e.globalLoss}, {"samples", e.samples}, {"final", e.final}, {"primary", e.primary}};
+                       {"global_loss", e.globalLoss}, {"min_accuracy", e.minAccuracy}, {"max_accuracy", e.maxAccuracy},
+                       {"consensus_accuracy", e.consensusAccuracy}, {"samples", e.samples}, {"final", e.final},
+                       {"primary", e.primary}};
 }
 
 QJsonObject toJson(const MergeEvent &m)

@@ -33,15 +33,23 @@ struct EvalRecord {
     int worker = 0;
     qint64 round = 0;
     double t = 0;
-    double accuracy = 0;        // this worker's replica on its test shard
+    // One rule for every strategy: each replica is scored on the same test
+    // subset (`samples` images); the group's figures are the mean replica
+    // (globalAccuracy, what time-to-accuracy uses), the worst and best
+    // replica, and (final evaluations only, else 0) the parameter-averaged
+    // (consensus) model.
+    double accuracy = 0;  // this worker's replica
     double loss = 0;
-    double globalAccuracy = 0;  // all workers' shards together
+    double globalAccuracy = 0;  // mean over the group's replicas
     double globalLoss = 0;
     int samples = 0;
     bool final = false;
     // Every member reports each evaluation; the primary record (from rank 0
     // of the group) is the one that speaks for the group's global figures.
     bool primary = false;
+    double minAccuracy = 0;
+    double maxAccuracy = 0;
+    double consensusAccuracy = 0;
 };
 
 struct MergeEvent {

@@ -158,7 +158,7 @@ QWidget *JobEditor::buildBudgetGroup()
     m_evalInterval = doubleSpin(box, 0, 86400, 2, 1, tr(" s"));
     m_evalInterval->setToolTip(tr("Seconds between test evaluations (at least 0.05 s)"));
     m_evalSamples = intSpin(box, 0, 10000000, 10000, tr(" samples"));
-    m_evalSamples->setToolTip(tr("Test samples per evaluation, split over the workers"));
+    m_evalSamples->setToolTip(tr("Test samples every replica is scored on at each evaluation"));
     auto *form = new QFormLayout(box);
     form->addRow(tr("&Time:"), m_seconds);
     form->addRow(tr("E&pochs:"), m_epochs);

@@ -47,7 +47,7 @@ const FlagSpec kFlags[] = {
     {"target-accuracy", "budget.target_accuracy", "A", "Stop once test accuracy reaches A (0-1).", true},
     {"max-rounds", "budget.max_rounds", "N", "Stop after N rounds.", true},
     {"eval-interval", "eval_interval_s", "S", "Seconds between evaluations.", true},
-    {"eval-samples", "eval_samples", "N", "Test samples per evaluation, split over the workers.", true},
+    {"eval-samples", "eval_samples", "N", "Test samples every replica is scored on at each evaluation.", true},
     {"seed", "seed", "S", "Random seed.", true},
     {"threads", "threads", "N", "Intra-op threads per worker.", true},
     {"device", "device", "D", "cpu or cuda.", false},

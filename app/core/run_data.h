@@ -15,6 +15,13 @@
 
 namespace dlion::core {
 
+// How every strategy's accuracy is measured, stated in each summary and report.
+inline constexpr const char *kEvaluationRule =
+    "every replica is scored on the same test subset; accuracy is the mean replica (time to accuracy uses it), "
+    "with the worst and best replica beside it, and at the end the parameter-averaged (consensus) model; "
+    "evaluation time is not training time";
+
+
 // Everything observed during one run, in arrival order, and the summary
 // derived from it (the `summary.json` contract of shared/DESIGN.md).
 class RunData {

@@ -90,7 +90,7 @@ public:
         Io,             // a statement failed (disk full, locked too long)
     };
 
-    static constexpr int kSchemaVersion = 2;
+    static constexpr int kSchemaVersion = 3;
 
     // $DLION_STORE, else GenericDataLocation/dlion/runs.sqlite.
     static QString defaultPath();

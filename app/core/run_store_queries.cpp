@@ -166,8 +166,8 @@ std::optional<StoredRun> RunStore::loadRun(qint64 id)
     }
     if (q.lastError().isValid())
         return failed(q);
-    q.prepare(QStringLiteral("SELECT worker, round, t, accuracy, loss, global_accuracy, global_loss, samples, final"
-                             " FROM evals WHERE run_id = ? ORDER BY rowid"));
+    q.prepare(QStringLiteral("SELECT worker, round, t, accuracy, loss, global_accuracy, global_loss, samples, final,"
+                             " min_accuracy, max_accuracy, consensus_accuracy FROM evals WHERE run_id = ? ORDER BY rowid"));
     q.addBindValue(id);
     if (!q.exec())
         return failed(q);
@@ -182,6 +182,9 @@ std::optional<StoredRun> RunStore::loadRun(qint64 id)
         e.globalLoss = q.value(6).toDouble();
         e.samples = q.value(7).toInt();
         e.final = q.value(8).toBool();
+        e.minAccuracy = q.value(9).toDouble();
+        e.maxAccuracy = q.value(10).toDouble();
+        e.consensusAccuracy = q.value(11).toDouble();
         batch.evals.append(e);
     }
     protocol::markPrimaryEvals(batch.evals);

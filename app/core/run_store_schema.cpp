@@ -8,6 +8,9 @@
 //       become packed per-worker chunks (round_chunks) — a 1-hour 8-worker
 //       run went from ~400 MB to well under 100 MB; evals and merges gain
 //       the fields the telemetry carries.
+//   v3  evals gain min_accuracy, max_accuracy and consensus_accuracy: every
+//       replica is scored on the same test subset, global_accuracy is the
+//       mean replica. Older evals keep NULL there (shards summed).
 #include "round_series_codec.h"
 #include "run_store.h"
 #include "run_store_private.h"
@@ -19,7 +22,7 @@ namespace dlion::core {
 
 namespace {
 
-const char *const kSchemaV2[] = {
+const char *const kSchema[] = {
     "CREATE TABLE runs ("
     " id INTEGER PRIMARY KEY AUTOINCREMENT,"
     " created_at TEXT NOT NULL, started_at TEXT, ended_at TEXT,"
@@ -34,7 +37,8 @@ const char *const kSchemaV2[] = {
     "CREATE UNIQUE INDEX round_chunks_key ON round_chunks (run_id, worker, first_index)",
     "CREATE TABLE evals ("
     " run_id INTEGER NOT NULL, worker INTEGER, round INTEGER, t REAL, accuracy REAL, loss REAL,"
-    " global_accuracy REAL, global_loss REAL, samples INTEGER, final INTEGER)",
+    " global_accuracy REAL, global_loss REAL, samples INTEGER, final INTEGER,"
+    " min_accuracy REAL, max_accuracy REAL, consensus_accuracy REAL)",
     "CREATE INDEX evals_run ON evals (run_id)",
     "CREATE TABLE merges ("
     " run_id INTEGER NOT NULL, round INTEGER, t REAL, from_worker INTEGER, to_worker INTEGER,"
@@ -52,7 +56,7 @@ bool RunStore::createSchema()
 {
     if (!beginTransaction())
         return false;
-    for (const char *sql : kSchemaV2) {
+    for (const char *sql : kSchema) {
         if (!exec(QString::fromLatin1(sql))) {
             rollback();
             return false;
@@ -72,6 +76,9 @@ bool RunStore::migrate(int from)
     bool ok = true;
     if (from < 2)
         ok = migrateV1toV2();
+    for (const char *sql : {"ALTER TABLE evals ADD COLUMN min_accuracy REAL", "ALTER TABLE evals ADD COLUMN max_accuracy REAL",
+                            "ALTER TABLE evals ADD COLUMN consensus_accuracy REAL"})
+        ok = ok && (from >= 3 || exec(QString::fromLatin1(sql)));
     ok = ok && exec(QStringLiteral("PRAGMA user_version = %1").arg(kSchemaVersion)) && commit();
     if (!ok) {
         const QString why = m_error;
@@ -105,7 +112,7 @@ bool RunStore::migrateV1toV2()
         if (!exec(QString::fromLatin1(sql)))
             return false;
     }
-    if (!exec(QString::fromLatin1(kSchemaV2[1])) || !exec(QString::fromLatin1(kSchemaV2[2])))
+    if (!exec(QString::fromLatin1(kSchema[1])) || !exec(QString::fromLatin1(kSchema[2])))
         return false;
 
     // v1 kept one row per round; pack each worker's rounds into chunks.

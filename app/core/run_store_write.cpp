@@ -68,9 +68,10 @@ bool RunStore::appendEvals(qint64 runId, const QList<protocol::EvalRecord> &eval
     for (qsizetype i = from; i < evals.size(); ++i) {
         const auto &e = evals[i];
         if (!exec(QStringLiteral("INSERT INTO evals (run_id, worker, round, t, accuracy, loss, global_accuracy,"
-                                 " global_loss, samples, final) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
+                                 " global_loss, samples, final, min_accuracy, max_accuracy, consensus_accuracy)"
+                                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
                   {runId, e.worker, e.round, e.t, e.accuracy, e.loss, e.globalAccuracy, e.globalLoss, e.samples,
-                   int(e.final)}))
+                   int(e.final), e.minAccuracy, e.maxAccuracy, e.consensusAccuracy}))
             return false;
     }
     return true;

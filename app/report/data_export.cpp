@@ -70,11 +70,13 @@ QByteArray linksCsv(const core::RunData &d)
 
 QByteArray evalsCsv(const core::RunData &d)
 {
-    QByteArray csv = "worker,round,t,accuracy,loss,global_accuracy,global_loss,samples,final\n";
+    QByteArray csv = "worker,round,t,accuracy,loss,global_accuracy,global_loss,samples,final,min_accuracy,max_accuracy,"
+                     "consensus_accuracy\n";
     for (const auto &e : d.evals()) {
-        csv += QStringLiteral("%1,%2,%3,%4,%5,%6,%7,%8,%9\n")
+        csv += QStringLiteral("%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12\n")
                    .arg(e.worker).arg(e.round).arg(num(e.t)).arg(num(e.accuracy)).arg(num(e.loss))
                    .arg(num(e.globalAccuracy)).arg(num(e.globalLoss)).arg(e.samples).arg(e.final ? 1 : 0)
+                   .arg(num(e.minAccuracy)).arg(num(e.maxAccuracy)).arg(num(e.consensusAccuracy))
                    .toUtf8();
     }
     return csv;

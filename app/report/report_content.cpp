@@ -105,7 +105,11 @@ QString metricsTable(const core::StoredRun &run)
     const QJsonObject s = run.data.summary();
     const QJsonObject tta = s.value("time_to_accuracy").toObject();
     QString h = QStringLiteral("<table class=\"kv\">");
-    h += row(QStringLiteral("Final test accuracy"), percent(s.value("final_accuracy").toDouble()));
+    h += row(QStringLiteral("Final test accuracy (mean replica)"), percent(s.value("final_accuracy").toDouble()));
+    h += row(QStringLiteral("Worst / best replica"), percent(s.value("final_min_accuracy").toDouble()) + QStringLiteral(" / ")
+                                                         + percent(s.value("final_max_accuracy").toDouble()));
+    h += row(QStringLiteral("Consensus model"), percent(s.value("final_consensus_accuracy").toDouble()));
+    h += row(QStringLiteral("Evaluation rule"), QString::fromLatin1(core::kEvaluationRule).toHtmlEscaped());
     h += row(QStringLiteral("Final test loss"), QString::number(s.value("final_loss").toDouble(), 'f', 4));
     for (auto it = tta.begin(); it != tta.end(); ++it) {
         h += row(QStringLiteral("Time to %1% accuracy").arg(100 * it.key().toDouble(), 0, 'g', 4),

@@ -234,7 +234,8 @@ void TestReports::csvMatchesTheStoredRows()
     QCOMPARE(linkLines.first(), QByteArray("worker,round,t,peer,mbps,fraction"));
     QCOMPARE(linkLines.size() - 1, links);
     const auto evalLines = csvLines(dir + "/evals.csv");
-    QCOMPARE(evalLines.first(), QByteArray("worker,round,t,accuracy,loss,global_accuracy,global_loss,samples,final"));
+    QCOMPARE(evalLines.first(), QByteArray("worker,round,t,accuracy,loss,global_accuracy,global_loss,samples,final,min_accuracy,max_accuracy,"
+                                                  "consensus_accuracy"));
     QCOMPARE(evalLines.size() - 1, d.evals().size());
     const auto mergeLines = csvLines(dir + "/merges.csv");
     QCOMPARE(mergeLines.first(), QByteArray("round,t,from,to,score_before,score_from,alpha,manual"));
