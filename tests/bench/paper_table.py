@@ -28,7 +28,7 @@ STRATEGIES = ["allreduce", "gaia", "ako", "hop", "dlion"]
 BASELINES = ["allreduce", "gaia", "ako", "hop"]
 CLUSTER = ["--workers", "4", "--slowdown", "1,1,2,4", "--links", "wan-hetero"]
 STRAGGLER = ["--workers", "2", "--slowdown", "1,4", "--links", "none"]
-COMMON = ["--model", "lenet5", "--dataset", "fashion-mnist", "--eval-interval", "2", "--eval-samples", "5000"]
+COMMON = ["--model", "lenet5", "--dataset", "fashion-mnist", "--eval-interval", "2", "--eval-samples", "2000"]
 TARGETS = ("0.80", "0.85")
 
 

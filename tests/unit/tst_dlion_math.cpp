@@ -29,27 +29,22 @@ using namespace dlion::engine;
 
 namespace {
 
-// Runs `body` as ranks 0 and 1 of a Gloo group on loopback (two threads),
-// each with its own emulator; returns the first error either rank threw.
-std::string onTwoRanks(const QJsonObject &emulation, const std::function<void(int, Comm &, LinkEmulator &)> &body)
+int freeLoopbackPort()
 {
     QTcpServer probe;
     probe.listen(QHostAddress::LocalHost, 0);
-    const int port = probe.serverPort();
-    probe.close();
+    return probe.serverPort();
+}
+
+// Runs `body(rank)` for ranks 0 and 1 on two threads; returns the first
+// error either threw.
+std::string onTwoThreads(const std::function<void(int)> &body)
+{
     std::string error;
     std::mutex errorMutex;
     auto rank = [&](int r) {
         try {
-            Comm::Options o;
-            o.rendezvousPort = port;
-            o.rank = r;
-            o.world = 2;
-            o.timeout = std::chrono::milliseconds(30000);
-            Comm comm(o);
-            comm.connect();
-            LinkEmulator emulator(emulation, 2);
-            body(r, comm, emulator);
+            body(r);
         } catch (const std::exception &e) {
             std::lock_guard lock(errorMutex);
             error = e.what();
@@ -59,6 +54,24 @@ std::string onTwoRanks(const QJsonObject &emulation, const std::function<void(in
     a.join();
     b.join();
     return error;
+}
+
+// Runs `body` as ranks 0 and 1 of a Gloo group on loopback (two threads),
+// each with its own emulator; returns the first error either rank threw.
+std::string onTwoRanks(const QJsonObject &emulation, const std::function<void(int, Comm &, LinkEmulator &)> &body)
+{
+    const int port = freeLoopbackPort();
+    return onTwoThreads([&](int r) {
+        Comm::Options o;
+        o.rendezvousPort = port;
+        o.rank = r;
+        o.world = 2;
+        o.timeout = std::chrono::milliseconds(30000);
+        Comm comm(o);
+        comm.connect();
+        LinkEmulator emulator(emulation, 2);
+        body(r, comm, emulator);
+    });
 }
 
 } // namespace
@@ -415,43 +428,30 @@ void TestDlionMath::noStrategyReadsALinkCap()
     // only the pacers may look at the caps; what a strategy decides must
     // come from what it measured.
     for (const char *strategy : {"allreduce", "dlion", "gaia", "ako", "hop"}) {
-        QTcpServer probe;
-        probe.listen(QHostAddress::LocalHost, 0);
-        const int port = probe.serverPort();
-        probe.close();
+        const int port = freeLoopbackPort();
         const std::int64_t before = LinkEmulator::capReadsOutsidePacer();
-        std::string error;
-        std::mutex errorMutex;
         qint64 rounds[2] = {0, 0};
-        auto run = [&](int rank) {
-            try {
-                dlion::protocol::JobSpec spec;
-                spec.strategy = strategy;
-                spec.model = "mlp";
-                spec.dataset = "synthetic";
-                spec.evalSamples = 200;
-                spec.evalIntervalS = 0.2;
-                spec.budget.maxRounds = 30;
-                spec.strategyOptions = QJsonObject{{"dkt_period", 10}, {"backup", 1}, {"timeout_s", 20}};
-                if (QLatin1String(strategy) != QLatin1String("dlion"))
-                    spec.strategyOptions.remove("dkt_period");
-                if (QLatin1String(strategy) != QLatin1String("hop"))
-                    spec.strategyOptions.remove("backup");
-                spec.emulation = QJsonObject{{"links", "lan-hetero"},
-                                             {"schedule", QJsonArray{QJsonObject{{"at_s", 0.5}, {"link", QJsonArray{0, 1}}, {"mbps", 50}}}}};
-                spec.world = 2;
-                spec.rank = rank;
-                spec.rendezvousPort = port;
-                Worker worker(spec, "127.0.0.1", {});
-                rounds[rank] = worker.run().rounds;
-            } catch (const std::exception &e) {
-                std::lock_guard lock(errorMutex);
-                error = e.what();
-            }
-        };
-        std::thread a(run, 0), b(run, 1);
-        a.join();
-        b.join();
+        const std::string error = onTwoThreads([&](int rank) {
+            dlion::protocol::JobSpec spec;
+            spec.strategy = strategy;
+            spec.model = "mlp";
+            spec.dataset = "synthetic";
+            spec.evalSamples = 200;
+            spec.evalIntervalS = 0.2;
+            spec.budget.maxRounds = 30;
+            spec.strategyOptions = QJsonObject{{"timeout_s", 20}};
+            if (QLatin1String(strategy) == QLatin1String("dlion"))
+                spec.strategyOptions.insert("dkt_period", 10);
+            if (QLatin1String(strategy) == QLatin1String("hop"))
+                spec.strategyOptions.insert("backup", 1);
+            spec.emulation = QJsonObject{{"links", "lan-hetero"},
+                                         {"schedule", QJsonArray{QJsonObject{{"at_s", 0.5}, {"link", QJsonArray{0, 1}}, {"mbps", 50}}}}};
+            spec.world = 2;
+            spec.rank = rank;
+            spec.rendezvousPort = port;
+            Worker worker(spec, "127.0.0.1", {});
+            rounds[rank] = worker.run().rounds;
+        });
         QVERIFY2(error.empty(), (std::string(strategy) + ": " + error).c_str());
         QCOMPARE(rounds[0], qint64(30));
         QCOMPARE(rounds[1], qint64(30));
