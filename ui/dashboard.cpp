@@ -33,7 +33,7 @@ Dashboard::Dashboard(QWidget *parent)
     m_sent->setFixedValueRange(0, 105);
     m_shareHistory->setFixedValueRange(0, 105);
     m_fraction->setDataRange(0, 100);
-    m_accuracy->setToolTip(tr("Each worker's replica on its test shard, the best worker and all shards together. "
+    m_accuracy->setToolTip(tr("Each worker's replica on the shared test subset, the best worker and the mean replica. "
                               "Dashed lines mark merges (direct knowledge transfer)."));
     m_loss->setToolTip(tr("Training loss per worker; dashed lines mark merges."));
     m_rate->setToolTip(tr("Measured compute rate per worker, including its emulated slowdown"));
@@ -128,7 +128,7 @@ void Dashboard::rebuild()
     }
     const QColor accent = PlotTheme::accentColor(palette());
     m_accuracy->addSeries(&m_model.bestAccuracy(), tr("best worker"), QPen(accent, 2.6), true);
-    m_accuracy->addSeries(&m_model.globalAccuracy(), tr("all shards"), QPen(accent, 1.6, Qt::DotLine), true);
+    m_accuracy->addSeries(&m_model.globalAccuracy(), tr("mean replica"), QPen(accent, 1.6, Qt::DotLine), true);
     m_accuracy->setEventSeries(&m_model.merges(), PlotTheme::mergeColor());
     m_loss->setEventSeries(&m_model.merges(), PlotTheme::mergeColor());
     for (QCustomPlot *p : plots())

@@ -82,7 +82,7 @@ ReportSeries ReportSeries::from(const core::RunData &data, int bins)
     s.trainS = std::max(1e-3, data.trainingSeconds());
     if (bins <= 0)
         bins = std::clamp(int(std::ceil(s.trainS)), 10, 80);
-    s.accuracyVsTime.name = s.accuracyVsStep.name = QStringLiteral("test accuracy (all shards)");
+    s.accuracyVsTime.name = s.accuracyVsStep.name = QStringLiteral("test accuracy (mean replica)");
     s.evalLossVsTime.name = QStringLiteral("test loss");
     for (int w = 0; w < data.workers(); ++w)
         s.workerAccuracy.append({QStringLiteral("worker %1").arg(w), {}, {}});
