@@ -6,6 +6,7 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QSaveFile>
 
 namespace dlion::core {
 
@@ -30,9 +31,12 @@ bool AttachFile::write(const QString &runDir, QString *error) const
                         {"members", ids},
                         {"generation", generation},
                         {"grace_s", graceS}};
-    QFile f(pathIn(runDir));
-    if (f.open(QIODevice::WriteOnly | QIODevice::Truncate) && f.setPermissions(QFile::ReadOwner | QFile::WriteOwner)
-        && f.write(QJsonDocument(o).toJson()) >= 0)
+    // Written whole and then renamed into place, owner-only before it holds
+    // the secret: a controller killed mid-write (or a reader polling for the
+    // file) never sees a truncated file.
+    QSaveFile f(pathIn(runDir));
+    if (f.open(QIODevice::WriteOnly) && f.setPermissions(QFile::ReadOwner | QFile::WriteOwner)
+        && f.write(QJsonDocument(o).toJson()) >= 0 && f.commit())
         return true;
     *error = QStringLiteral("cannot write %1: %2").arg(f.fileName(), f.errorString());
     return false;

@@ -58,6 +58,8 @@ void RunSession::open(const RunData &data, const QList<AgentEndpoint> &agents, c
         m_data.expectResends();
     m_workerStates = QStringList(agents.size(), QStringLiteral("connecting"));
     m_done = QList<bool>(agents.size(), false);
+    m_evalsFrom = QList<qsizetype>(agents.size(), 0);
+    m_hasReplica = QList<bool>(agents.size(), true);
     for (int w = 0; w < agents.size(); ++w)
         m_done[w] = !members.contains(w);
     setState(State::Connecting);
@@ -83,6 +85,8 @@ AgentConnection *RunSession::connectAgent(int i, const AgentEndpoint &agent)
     });
     connect(a, &AgentConnection::agentStateChanged, this, [this, i](const QString &s) {
         m_workerStates[i] = s;
+        if (s == QLatin1String("running"))
+            m_hasReplica[i] = true;
         if (std::all_of(m_members.begin(), m_members.end(), [this](int w) { return m_workerStates[w] == QLatin1String("running"); }))
             m_failedRendezvous = 0;
         Q_EMIT workerStateChanged(i, s);
@@ -127,18 +131,23 @@ void RunSession::onAgentReady()
 
 int RunSession::bestMember() const
 {
-    // The member whose replica scored best at its latest evaluation.
-    int best = m_members.value(0, 0);
+    // The member whose replica scored best at its latest evaluation. A
+    // rejoined agent that has not trained yet holds fresh parameters at
+    // round 0: taking it as the source would restart the whole group.
+    const auto holdsReplica = [this](int w) { return m_members.contains(w) && m_hasReplica[w]; };
+    const auto first = std::find_if(m_members.begin(), m_members.end(), holdsReplica);
+    int best = first != m_members.end() ? *first : m_members.value(0, 0);
     double bestScore = -1;
     QList<bool> seen(m_agents.size(), false);
     const auto &evals = m_data.evals();
-    for (auto it = evals.crbegin(); it != evals.crend(); ++it) {
-        if (!m_members.contains(it->worker) || seen[it->worker])
+    for (qsizetype k = evals.size() - 1; k >= 0; --k) {
+        const int w = evals[k].worker;
+        if (!holdsReplica(w) || seen[w] || k < m_evalsFrom[w])
             continue;
-        seen[it->worker] = true;
-        if (it->accuracy > bestScore) {
-            bestScore = it->accuracy;
-            best = it->worker;
+        seen[w] = true;
+        if (evals[k].accuracy > bestScore) {
+            bestScore = evals[k].accuracy;
+            best = w;
         }
     }
     return best;
@@ -259,6 +268,8 @@ void RunSession::onRejoinReady(int worker)
         return;
     m_members.append(worker);
     m_done[worker] = false;
+    m_hasReplica[worker] = false;
+    m_evalsFrom[worker] = m_data.evals().size();
     m_data.setWorkerLost(worker, QString());
     const protocol::GroupPlan plan = nextPlan();
     protocol::JobSpec spec = m_job;

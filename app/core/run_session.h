@@ -104,6 +104,12 @@ private:
     QList<AgentConnection *> m_agents;
     QStringList m_workerStates;
     QList<bool> m_done;
+    // Per worker: the index into m_data.evals() from which its evaluations
+    // score its current replica (a rejoined agent's earlier ones scored a
+    // replica that died with it), and whether it holds a trained replica
+    // at all (a rejoined agent does once it has trained in a group).
+    QList<qsizetype> m_evalsFrom;
+    QList<bool> m_hasReplica;
     RunData m_data;
     QString m_rendezvousHost;
     quint16 m_rendezvousPort = 0;
