@@ -87,9 +87,22 @@ void DlionStrategy::exchange(torch::Tensor &grad, RoundContext &ctx)
     double total = 0;
     for (auto s : m_shares)
         total += double(s);
-    // The round's time budget: how long the slowest share takes to compute.
+    // The links' idle time in the last round. A sample far above the
+    // average is a pause or an evaluation, not the round's rhythm.
+    const auto now = std::chrono::steady_clock::now();
+    if (m_lastExchange) {
+        const double idle = std::chrono::duration<double>(now - *m_lastExchange).count() - m_exchange.lastPayloadSeconds();
+        if (m_idleS <= 0)
+            m_idleS = std::clamp(idle, 0.0, kMaxSendS);
+        else if (idle < 4 * m_idleS)
+            m_idleS = 0.75 * m_idleS + 0.25 * std::max(idle, 0.0);
+    }
+    m_lastExchange = now;
+    // The round's time budget: the links' idle time, and at least how long
+    // the slowest share takes to compute.
     double roundSeconds = m_roundBudgetS;
     if (roundSeconds <= 0) {
+        roundSeconds = m_idleS;
         for (int j = 0; j < n; ++j) {
             if (ctx.rates[std::size_t(j)] > 0)
                 roundSeconds = std::max(roundSeconds, double(m_shares[std::size_t(j)]) / ctx.rates[std::size_t(j)]);
@@ -105,7 +118,7 @@ void DlionStrategy::exchange(torch::Tensor &grad, RoundContext &ctx)
     // group timeout. So each payload streams its entries largest first and
     // stops at a deadline; what missed it goes back into the link's residual.
     std::vector<SparseGradient> late;
-    const std::vector<SparseGradient> in = m_exchange.exchange(out, ctx.elapsedS, std::max(kMaxSendS, roundSeconds), &late);
+    const std::vector<SparseGradient> in = m_exchange.exchange(out, ctx.elapsedS, ctx.control, std::max(kMaxSendS, roundSeconds), &late);
     ctx.record->linkFraction.assign(std::size_t(n), 0.0);
     for (int j = 0; j < n; ++j) {
         if (j == me)
