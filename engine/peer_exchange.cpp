@@ -57,7 +57,8 @@ std::int64_t PeerExchange::entriesWithin(int peer, double seconds, double t) con
     const double mbps = m_emulator.capMbps(m_comm.rank(), peer, t);
     if (mbps <= 0)
         return std::numeric_limits<std::int64_t>::max();
-    const double bytes = (seconds - m_emulator.latencyS()) * mbps * 1e6 / 8.0 - double(sparse_codec::kHeaderInts * 4);
+    const double bytes = (seconds - m_emulator.latencyS()) * mbps * 1e6 / 8.0 / LinkEmulator::kWireOverhead
+        - double(sparse_codec::kHeaderInts * 4);
     return std::max<std::int64_t>(0, std::int64_t(bytes / 8.0));
 }
 

@@ -3,12 +3,7 @@
 // rates, a run trains across it, and the DLion bandwidth estimator's
 // per-link estimates land within 25% of the tc rates; when tc slows a link
 // 200-fold mid-run, DLion sends next to nothing on it and trains on.
-#include "netns_testbed.h"
-
-#include <handshake.h>
-#include <run_session.h>
-
-#include <QSignalSpy>
+#include "netns_agents.h"
 
 #include <algorithm>
 #include <functional>
@@ -68,17 +63,14 @@ private Q_SLOTS:
     void dlionTrainsOnWhenTcSlowsALinkToATrickle();
 
 private:
-    // Starts one agent per node namespace; false if any does not report ready.
-    bool startAgents(QList<core::AgentEndpoint> *endpoints);
-    void stopAgents();
-    // Runs `job` over the agents from the controller namespace; `during`
-    // acts on the running session.
     bool runJob(const protocol::JobSpec &job, core::RunSession &session, QString *message,
-                const std::function<void()> &during = {});
+                const std::function<void()> &during = {})
+    {
+        return m_agents.run(job, session, message, during);
+    }
 
     test::NetnsTestbed m_bed;
-    QByteArray m_secret = protocol::handshake::makeSecret();
-    QList<QProcess *> m_agents;
+    test::NetnsAgents m_agents{m_bed, kNodes};
 };
 
 void TestNetnsTestbed::initTestCase()
@@ -92,7 +84,7 @@ void TestNetnsTestbed::initTestCase()
 
 void TestNetnsTestbed::cleanupTestCase()
 {
-    stopAgents();
+    m_agents.stop();
     m_bed.down();
 }
 
@@ -138,69 +130,6 @@ void TestNetnsTestbed::linksCarryTheirTcRates()
         QVERIFY2(std::abs(measured - expected) <= 0.25 * expected,
                  qPrintable(QString("link %1-%2 carried %3 Mbit/s, tc says %4").arg(p.from).arg(p.to).arg(measured).arg(expected)));
     }
-}
-
-bool TestNetnsTestbed::startAgents(QList<core::AgentEndpoint> *endpoints)
-{
-    stopAgents();
-    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
-    env.insert("DLION_SECRET", QString::fromLatin1(m_secret));
-    for (int i = 0; i < kNodes; ++i) {
-        auto *p = new QProcess;
-        p->setProcessEnvironment(env);
-        p->setProcessChannelMode(QProcess::ForwardedErrorChannel);
-        p->start("ip", m_bed.inNode(i, qEnvironmentVariable("DLION_AGENT"),
-                                    {"--listen", test::NetnsTestbed::address(i) + ":0", "--grace", "0", "--exit-with-parent"}));
-        m_agents.append(p);
-    }
-    for (int i = 0; i < kNodes; ++i) {
-        QProcess *p = m_agents[i];
-        if (!p->waitForReadyRead(30000))
-            return false;
-        const QByteArray line = p->readLine().trimmed();
-        endpoints->append({test::NetnsTestbed::address(i), quint16(line.mid(line.lastIndexOf(':') + 1).toUInt())});
-    }
-    return true;
-}
-
-void TestNetnsTestbed::stopAgents()
-{
-    for (QProcess *p : std::as_const(m_agents)) {
-        p->terminate();
-        if (!p->waitForFinished(5000))
-            p->kill();
-        p->waitForFinished(2000);
-    }
-    qDeleteAll(m_agents);
-    m_agents.clear();
-}
-
-bool TestNetnsTestbed::runJob(const protocol::JobSpec &job, core::RunSession &session, QString *message,
-                              const std::function<void()> &during)
-{
-    QList<core::AgentEndpoint> endpoints;
-    if (!startAgents(&endpoints)) {
-        *message = QStringLiteral("agents did not start in their namespaces");
-        return false;
-    }
-    // The control connections leave from the controller namespace.
-    if (!m_bed.enterController()) {
-        *message = QStringLiteral("cannot enter the controller namespace");
-        return false;
-    }
-    QSignalSpy finished(&session, &core::RunSession::finished);
-    session.start(job, endpoints, m_secret, endpoints[0].host, 29400);
-    if (during)
-        during();
-    const bool ended = finished.wait(60000);
-    session.shutdownAgents();
-    m_bed.leaveController();
-    if (!ended) {
-        *message = QStringLiteral("the run did not end in time");
-        return false;
-    }
-    *message = finished.at(0).at(1).toString();
-    return finished.at(0).at(0).toBool();
 }
 
 void TestNetnsTestbed::allreduceTrainsAcrossNamespaces()

@@ -249,9 +249,10 @@ void TestDlionMath::linkPresetsMatricesAndSchedules()
         }
     }
     QCOMPARE(rates, (std::set<double>{10, 20, 40}));
-    // 1 MB over 40 Mbit/s = 0.2 s, plus latency.
+    // 1 MB of payload is 1.0456 MB in Ethernet frames: over 40 Mbit/s
+    // 0.2091 s, plus latency.
     LinkEmulator lan(QJsonObject{{"links", "wan"}, {"latency_ms", 10}}, 2);
-    QVERIFY(std::abs(lan.transferSeconds(0, 1, 1e6, 0) - 0.21) < 1e-9);
+    QVERIFY(std::abs(lan.transferSeconds(0, 1, 1e6, 0) - (0.01 + 0.2 * 1514.0 / 1448.0)) < 1e-9);
     QVERIFY(!LinkEmulator(QJsonObject{}, 3).capped());
 
     const QJsonObject sched{{"links", QJsonArray{QJsonArray{0, 100}, QJsonArray{50, 0}}},
@@ -394,7 +395,8 @@ void TestDlionMath::cutLinkCarriesWhatFitsAndIsMeasured()
         emptyBytes[r] = exchange.lastBytes()[peer];
         emptyIn[r] = none[peer].values.numel();
         // 1000 entries of magnitude 1..1000 against a 2 s deadline: the link
-        // carries the 28 largest (250 bytes: a 20-byte header and 28 of 8).
+        // carries the 27 largest: 250 bytes on the wire are 239 of payload
+        // (LinkEmulator::kWireOverhead), a 20-byte header and 27 of 8.
         out[peer].indices = torch::arange(1000, torch::kLong);
         out[peer].values = torch::arange(1, 1001, torch::kFloat);
         std::vector<SparseGradient> late;
@@ -413,10 +415,10 @@ void TestDlionMath::cutLinkCarriesWhatFitsAndIsMeasured()
         QCOMPARE(emptyBytes[r], std::int64_t(0));
         QCOMPARE(emptyIn[r], std::int64_t(0));
         // The largest entries went first; the rest came back, none lost.
-        QCOMPARE(arrived[r], std::int64_t(28));
-        QCOMPARE(left[r], std::int64_t(972));
-        QCOMPARE(smallestSent[r], 973.0);
-        QCOMPARE(largestLeft[r], 972.0);
+        QCOMPARE(arrived[r], std::int64_t(27));
+        QCOMPARE(left[r], std::int64_t(973));
+        QCOMPARE(smallestSent[r], 974.0);
+        QCOMPARE(largestLeft[r], 973.0);
         QCOMPARE(received[r] + leftSum[r], 500500.0);
         // 244 bytes are far below a probe, but took about 2 s: the link is
         // measured (to within the skew between the ranks' clocks starting).
