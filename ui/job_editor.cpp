@@ -79,6 +79,7 @@ JobEditor::JobEditor(QWidget *parent) : QWidget(parent)
                 {"budget.max_rounds", m_maxRounds}, {"strategy_options.dkt_period", m_dktPeriod},
                 {"strategy_options.dkt_alpha", m_dktAlpha}, {"strategy_options.threshold", m_gaiaThreshold},
                 {"strategy_options.partitions", m_akoPartitions}, {"strategy_options.backup", m_hopBackup},
+                {"strategy_options.topology", m_hopTopology},
                 {"checkpoint.dir", m_checkpointDir}, {"checkpoint.interval_s", m_checkpointInterval},
                 {"checkpoint.keep", m_checkpointKeep}, {"resume_from", m_resumeFrom}};
     for (auto it = m_fields.cbegin(); it != m_fields.cend(); ++it) {
@@ -88,7 +89,6 @@ JobEditor::JobEditor(QWidget *parent) : QWidget(parent)
     for (QCheckBox *c : {m_wdb, m_prioritized, m_dkt})
         watch(c);
     watch(m_partition);
-    watch(m_hopStaleness);
 }
 
 void JobEditor::watch(QWidget *w)
@@ -241,12 +241,13 @@ QWidget *JobEditor::buildStrategyGroup()
     auto *hop = new QWidget(m_knobs);
     m_hopBackup = intSpin(hop, 0, 64, 0, tr(" workers"));
     m_hopBackup->setToolTip(tr("Backup workers: proceed after the fastest n − b neighbours"));
-    m_hopStaleness = intSpin(hop, 0, 1000, 0, tr(" rounds"));
-    m_hopStaleness->setSpecialValueText(tr("engine default"));
-    m_hopStaleness->setToolTip(tr("Bounded staleness: the largest iteration gap between neighbours"));
+    // Hop's staleness bound needs asynchronous rounds, which the engine
+    // does not run yet (it refuses the knob): no field for it.
+    m_hopTopology = combo(hop, {{tr("Ring (two neighbours)"), "ring"}, {tr("All (every other worker)"), "all"}});
+    m_hopTopology->setToolTip(tr("Whose models each worker averages with"));
     auto *hopForm = new QFormLayout(hop);
     hopForm->addRow(tr("&Backup workers:"), m_hopBackup);
-    hopForm->addRow(tr("&Staleness bound:"), m_hopStaleness);
+    hopForm->addRow(tr("&Topology:"), m_hopTopology);
 
     for (QWidget *page : {dlion, static_cast<QWidget *>(allreduce), gaia, ako, hop})
         m_knobs->addWidget(page);
@@ -272,10 +273,7 @@ QJsonObject JobEditor::strategyOptions() const
     if (s == QLatin1String("ako") && m_akoPartitions->value() > 0)
         return {{"partitions", m_akoPartitions->value()}};
     if (s == QLatin1String("hop")) {
-        QJsonObject o{{"backup", m_hopBackup->value()}};
-        if (m_hopStaleness->value() > 0)
-            o.insert("staleness", m_hopStaleness->value());
-        return o;
+        return {{"backup", m_hopBackup->value()}, {"topology", m_hopTopology->currentData().toString()}};
     }
     return {};
 }
@@ -290,7 +288,7 @@ void JobEditor::setStrategyOptions(const QJsonObject &o)
     m_gaiaThreshold->setValue(100.0 * o.value("threshold").toDouble(0.01));
     m_akoPartitions->setValue(o.value("partitions").toInt(0));
     m_hopBackup->setValue(o.value("backup").toInt(0));
-    m_hopStaleness->setValue(o.value("staleness").toInt(0));
+    m_hopTopology->setCurrentIndex(std::max(0, m_hopTopology->findData(o.value("topology").toString("ring"))));
 }
 
 QJsonObject JobEditor::job() const

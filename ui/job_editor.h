@@ -45,14 +45,14 @@ private:
     void setStrategyOptions(const QJsonObject &options);
     void watch(QWidget *w);
 
-    QComboBox *m_dataset, *m_partition, *m_model, *m_strategy;
+    QComboBox *m_dataset, *m_partition, *m_model, *m_strategy, *m_hopTopology;
     QLineEdit *m_dataDir, *m_checkpointDir, *m_resumeFrom;
     QDoubleSpinBox *m_alpha, *m_lr, *m_seconds, *m_epochs, *m_target, *m_evalInterval;
     QSpinBox *m_batch, *m_maxRounds, *m_seed, *m_evalSamples, *m_checkpointKeep;
     QDoubleSpinBox *m_checkpointInterval;
     QStackedWidget *m_knobs;
     QCheckBox *m_wdb, *m_prioritized, *m_dkt;
-    QSpinBox *m_dktPeriod, *m_akoPartitions, *m_hopStaleness, *m_hopBackup;
+    QSpinBox *m_dktPeriod, *m_akoPartitions, *m_hopBackup;
     QDoubleSpinBox *m_dktAlpha, *m_gaiaThreshold;
     QHash<QString, QWidget *> m_fields;  // job key -> input
 };
