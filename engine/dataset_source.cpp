@@ -4,6 +4,7 @@
 #include "idx_reader.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -105,6 +106,97 @@ RawDataset makeSynthetic(Split split)
     return d;
 }
 
+// Whether offset (dx, dy) from a shape's centre, at radius r, lies inside
+// class c's shape.
+bool insideShape(int c, float dx, float dy, float r)
+{
+    const float ax = std::abs(dx), ay = std::abs(dy), d2 = dx * dx + dy * dy;
+    switch (c) {
+    case 0: return d2 <= r * r;                                               // disc
+    case 1: return ax <= 0.8f * r && ay <= 0.8f * r;                          // square
+    case 2: return dy <= 0.8f * r && ax <= 0.5f * (dy + 0.8f * r);            // triangle
+    case 3: return (ax <= r / 4 && ay <= r) || (ay <= r / 4 && ax <= r);      // plus
+    case 4: return d2 <= r * r && d2 >= 0.36f * r * r;                        // ring
+    case 5: return ay <= r / 3 && ax <= r;                                    // bar
+    case 6: return ax <= r / 3 && ay <= r;                                    // column
+    case 7: return std::abs(dx - dy) <= r / 3 && ax <= r && ay <= r;          // diagonal
+    case 8: return ax + ay <= r;                                              // diamond
+    default: return std::max(ax, ay) <= 0.85f * r && std::max(ax, ay) >= 0.5f * r;  // frame
+    }
+}
+
+// A CIFAR-10-sized stand-in no Debian package ships: 32x32 RGB, ten shape
+// classes, each drawn at a random place and size in a random colour on a
+// random, noisy gradient background with two distracting patches. Colour
+// says nothing about the class, so a model must learn shapes wherever they
+// are: a small CNN needs minutes of CPU, not seconds. Identical on every
+// worker (fixed seeds); channel-planar like the CIFAR-10 binary files.
+RawDataset makeShapes(Split split)
+{
+    RawDataset d;
+    d.channels = 3;
+    d.height = d.width = 32;
+    d.size = split == Split::Train ? 30000 : 5000;
+    d.mean = 0.5f;
+    d.std = 0.29f;
+    constexpr int kSide = 32, kPlane = kSide * kSide;
+    std::mt19937_64 rng(split == Split::Train ? 3232 : 6464);
+    std::uniform_real_distribution<float> u(0.f, 1.f);
+    std::normal_distribution<float> noise(0.f, 0.08f);
+    d.pixels.resize(std::size_t(d.size * 3 * kPlane));
+    d.labels.resize(std::size_t(d.size));
+    float img[3][kSide][kSide];
+    for (std::int64_t i = 0; i < d.size; ++i) {
+        const int c = int(rng() % 10);
+        d.labels[std::size_t(i)] = std::uint8_t(c);
+        float bg[3], fg[3], slope[3][2];
+        for (int ch = 0; ch < 3; ++ch) {
+            bg[ch] = u(rng);
+            fg[ch] = u(rng);
+            slope[ch][0] = (u(rng) - 0.5f) * 0.02f;
+            slope[ch][1] = (u(rng) - 0.5f) * 0.02f;
+        }
+        // Keep the shape visible: push the colour away from the background.
+        if (std::abs(fg[0] - bg[0]) + std::abs(fg[1] - bg[1]) + std::abs(fg[2] - bg[2]) < 0.6f) {
+            for (int ch = 0; ch < 3; ++ch)
+                fg[ch] = 1.f - bg[ch];
+        }
+        for (int ch = 0; ch < 3; ++ch) {
+            for (int y = 0; y < kSide; ++y) {
+                for (int x = 0; x < kSide; ++x)
+                    img[ch][y][x] = bg[ch] + slope[ch][0] * float(x - 16) + slope[ch][1] * float(y - 16);
+            }
+        }
+        for (int patch = 0; patch < 2; ++patch) {
+            const int px = int(rng() % 28), py = int(rng() % 28), w = 2 + int(rng() % 3), h = 2 + int(rng() % 3);
+            const float col[3] = {u(rng), u(rng), u(rng)};
+            for (int ch = 0; ch < 3; ++ch) {
+                for (int y = py; y < std::min(kSide, py + h); ++y) {
+                    for (int x = px; x < std::min(kSide, px + w); ++x)
+                        img[ch][y][x] = col[ch];
+                }
+            }
+        }
+        const float r = 5.f + 6.f * u(rng), cx = 9.f + 14.f * u(rng), cy = 9.f + 14.f * u(rng);
+        for (int y = 0; y < kSide; ++y) {
+            for (int x = 0; x < kSide; ++x) {
+                if (insideShape(c, float(x) - cx, float(y) - cy, r)) {
+                    for (int ch = 0; ch < 3; ++ch)
+                        img[ch][y][x] = fg[ch];
+                }
+            }
+        }
+        std::uint8_t *out = d.pixels.data() + i * 3 * kPlane;
+        for (int ch = 0; ch < 3; ++ch) {
+            for (int y = 0; y < kSide; ++y) {
+                for (int x = 0; x < kSide; ++x)
+                    *out++ = std::uint8_t(std::clamp(img[ch][y][x] + noise(rng), 0.f, 1.f) * 255.f);
+            }
+        }
+    }
+    return d;
+}
+
 } // namespace
 
 RawDataset loadDataset(const std::string &name, const std::string &dir, Split split)
@@ -130,7 +222,9 @@ RawDataset loadDataset(const std::string &name, const std::string &dir, Split sp
         return loadCifar10(dir, split);
     if (name == "synthetic")
         return makeSynthetic(split);
-    throw EngineError("unknown dataset \"" + name + "\" (use fashion-mnist, mnist, cifar10 or synthetic)");
+    if (name == "shapes")
+        return makeShapes(split);
+    throw EngineError("unknown dataset \"" + name + "\" (use fashion-mnist, mnist, cifar10, synthetic or shapes)");
 }
 
 } // namespace dlion::engine

@@ -27,8 +27,9 @@ struct RawDataset {
 inline constexpr const char *kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
 
 // Loads "fashion-mnist", "mnist" (IDX files), "cifar10" (the binary
-// version's data_batch_N.bin / test_batch.bin) or "synthetic" (generated,
-// learnable in seconds). `dir` empty means the package default. Throws
+// version's data_batch_N.bin / test_batch.bin), "synthetic" (generated,
+// learnable in seconds) or "shapes" (generated 32x32 RGB shapes, CIFAR-10's
+// size; a CNN needs minutes). `dir` empty means the package default. Throws
 // EngineError naming the missing or corrupt file and how to get it.
 RawDataset loadDataset(const std::string &name, const std::string &dir, Split split);
 

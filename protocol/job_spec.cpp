@@ -12,7 +12,7 @@ namespace {
 
 const QStringList kStrategies = {"allreduce", "dlion", "gaia", "ako", "hop"};
 const QStringList kModels = {"lenet5", "mlp", "cnn"};
-const QStringList kDatasets = {"fashion-mnist", "mnist", "synthetic", "cifar10"};
+const QStringList kDatasets = {"fashion-mnist", "mnist", "synthetic", "cifar10", "shapes"};
 const QStringList kDevices = {"cpu", "cuda"};
 
 // Reads typed fields out of a JSON object, remembering the first error.

@@ -109,7 +109,8 @@ QWidget *JobEditor::buildDataGroup()
 {
     auto *box = new QGroupBox(tr("Data and model"), this);
     m_dataset = combo(box, {{tr("Fashion-MNIST"), "fashion-mnist"}, {tr("MNIST"), "mnist"},
-                            {tr("CIFAR-10"), "cifar10"}, {tr("Synthetic (generated)"), "synthetic"}});
+                            {tr("CIFAR-10"), "cifar10"}, {tr("Synthetic (generated)"), "synthetic"},
+                            {tr("Shapes, 32×32 RGB (generated)"), "shapes"}});
     m_dataset->setToolTip(tr("Training data; each worker trains on its own partition"));
     m_dataDir = new QLineEdit(box);
     m_dataDir->setPlaceholderText(tr("default: /usr/share/datasets/fashion-mnist"));

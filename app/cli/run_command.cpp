@@ -37,7 +37,7 @@ const FlagSpec kFlags[] = {
     {"workers", "workers", "N", "Number of local workers (default 4).", true},
     {"strategy", "strategy", "NAME", "dlion, allreduce, gaia, ako or hop.", false},
     {"model", "model", "NAME", "lenet5, mlp or cnn.", false},
-    {"dataset", "dataset", "NAME", "fashion-mnist, mnist, cifar10 or synthetic.", false},
+    {"dataset", "dataset", "NAME", "fashion-mnist, mnist, cifar10, synthetic or shapes.", false},
     {"data-dir", "data_dir", "DIR", "Dataset folder (default: the Debian package path).", false},
     {"partition", "partition", "P", "iid or dirichlet:ALPHA.", false},
     {"batch-size", "batch_size", "N", "Samples per worker per round.", true},

@@ -59,6 +59,7 @@ private Q_SLOTS:
     void dirichletPartitionSkewsLabels();
     void syntheticDatasetIsDeterministic();
     void cifarBinaryFormat();
+    void shapesAreCifarSizedAndColourSaysNothing();
 
 private:
     QTemporaryDir m_dir;
@@ -171,6 +172,42 @@ void TestDatasets::syntheticDatasetIsDeterministic()
     QCOMPARE(a.labels, b.labels);
     const std::string m = messageOf([&] { partitionIndices(a.labels, 10, 500, 0, 1); });
     QVERIFY2(m.find("too small") != std::string::npos, m.c_str());
+}
+
+void TestDatasets::shapesAreCifarSizedAndColourSaysNothing()
+{
+    const RawDataset a = loadDataset("shapes", "", Split::Test);
+    QCOMPARE(a.size, std::int64_t(5000));
+    QCOMPARE(a.channels, 3);
+    QCOMPARE(a.height, 32);
+    QCOMPARE(a.width, 32);
+    QCOMPARE(a.pixels.size(), std::size_t(5000 * 3072));
+    QCOMPARE(loadDataset("shapes", "", Split::Test).pixels, a.pixels);  // the same on every worker
+    // Every class is present, and no class has its own colour: per class,
+    // the mean pixel stays within 0.03 of the overall mean (in [0, 1]).
+    std::vector<double> sum(10, 0.0);
+    std::vector<std::int64_t> count(10, 0);
+    double all = 0;
+    for (std::int64_t i = 0; i < a.size; ++i) {
+        const int c = a.labels[std::size_t(i)];
+        QVERIFY(c < 10);
+        double s = 0;
+        for (std::int64_t j = 0; j < 3072; ++j)
+            s += a.pixels[std::size_t(i * 3072 + j)] / 255.0;
+        sum[std::size_t(c)] += s / 3072;
+        all += s / 3072;
+        ++count[std::size_t(c)];
+    }
+    all /= double(a.size);
+    for (int c = 0; c < 10; ++c) {
+        QVERIFY2(count[std::size_t(c)] > 400, qPrintable(QString("class %1: %2 images").arg(c).arg(count[std::size_t(c)])));
+        const double mean = sum[std::size_t(c)] / double(count[std::size_t(c)]);
+        QVERIFY2(std::abs(mean - all) < 0.03, qPrintable(QString("class %1 mean %2 vs %3").arg(c).arg(mean).arg(all)));
+    }
+    // Train and test are different draws.
+    const RawDataset train = loadDataset("shapes", "", Split::Train);
+    QCOMPARE(train.size, std::int64_t(30000));
+    QVERIFY(!std::equal(a.pixels.begin(), a.pixels.begin() + 3072, train.pixels.begin()));
 }
 
 void TestDatasets::cifarBinaryFormat()
