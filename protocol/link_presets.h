@@ -5,7 +5,7 @@
 
 namespace dlion::protocol {
 
-// The emulated micro-cloud's link presets (shared/DESIGN.md), one table for
+// The emulated micro-cloud's link presets (docs/emulation.md), one table for
 // the engine, the CLI and the GUI: "lan" 800, "lan-hetero" 800/400/200,
 // "wan" 40, "wan-hetero" 40/20/10 Mbit/s, "none" uncapped (0). The link
 // between workers i and j gets rates[(i + j) mod size], the same both ways.

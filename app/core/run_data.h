@@ -23,7 +23,7 @@ inline constexpr const char *kEvaluationRule =
 
 
 // Everything observed during one run, in arrival order, and the summary
-// derived from it (the `summary.json` contract of shared/DESIGN.md).
+// derived from it (the `summary.json` contract of docs/architecture.md).
 class RunData {
 public:
     void reset(const protocol::JobSpec &job, int workers);
