@@ -87,15 +87,17 @@ void DlionStrategy::exchange(torch::Tensor &grad, RoundContext &ctx)
     double total = 0;
     for (auto s : m_shares)
         total += double(s);
-    // The links' idle time in the last round. A sample far above the
-    // average is a pause or an evaluation, not the round's rhythm.
+    // The links' idle time in the last round. One sample far above the
+    // average is a pause or an evaluation, not the round's rhythm; three in
+    // a row are a new rhythm (a slower group, a cut link's headers).
     const auto now = std::chrono::steady_clock::now();
     if (m_lastExchange) {
-        const double idle = std::chrono::duration<double>(now - *m_lastExchange).count() - m_exchange.lastPayloadSeconds();
-        if (m_idleS <= 0)
-            m_idleS = std::clamp(idle, 0.0, kMaxSendS);
-        else if (idle < 4 * m_idleS)
-            m_idleS = 0.75 * m_idleS + 0.25 * std::max(idle, 0.0);
+        const double idle = std::clamp(
+            std::chrono::duration<double>(now - *m_lastExchange).count() - m_exchange.lastPayloadSeconds(), 0.0, kMaxSendS);
+        if (m_idleS <= 0 || idle < 4 * m_idleS || ++m_idleOutliers >= 3) {
+            m_idleS = m_idleS <= 0 ? idle : 0.75 * m_idleS + 0.25 * idle;
+            m_idleOutliers = 0;
+        }
     }
     m_lastExchange = now;
     // The round's time budget: the links' idle time, and at least how long

@@ -60,6 +60,7 @@ private:
     std::vector<double> m_credit;  // per peer: entries earned, not yet sent
     std::optional<std::chrono::steady_clock::time_point> m_lastExchange;
     double m_idleS = 0;  // smoothed link idle time per round
+    int m_idleOutliers = 0;  // samples in a row far above it
 };
 
 } // namespace dlion::engine
