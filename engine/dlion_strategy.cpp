@@ -48,7 +48,7 @@ std::int64_t DlionStrategy::localBatch(const RoundContext &ctx)
     return m_shares[std::size_t(m_comm.rank())];
 }
 
-std::int64_t DlionStrategy::linkBudget(int peer, double roundSeconds, const RoundContext &ctx)
+std::int64_t DlionStrategy::linkBudget(int peer, double roundSeconds, double creditSeconds, const RoundContext &ctx)
 {
     const std::int64_t length = m_trainer.parameterCount();
     if (!m_prioritized)
@@ -68,7 +68,11 @@ std::int64_t DlionStrategy::linkBudget(int peer, double roundSeconds, const Roun
     }
     // A link too slow for a probe every round saves its budget up and sends
     // a probe once earned, so it costs the round no more than it can carry
-    // on average; the residual keeps the gradient meanwhile.
+    // on average; the residual keeps the gradient meanwhile. It earns at
+    // the compute-time budget: a probe stalls the next round (that round's
+    // header queues behind it on the link), and counting the stall as idle
+    // time would earn the link its next probe sooner, and so on.
+    entries = bps * creditSeconds / 8.0;
     const double fits = bps * std::max(kMaxSendS, roundSeconds) / 8.0;
     if (fits < double(probe)) {
         probe = std::max<std::int64_t>(1, std::int64_t(fits));
@@ -102,18 +106,18 @@ void DlionStrategy::exchange(torch::Tensor &grad, RoundContext &ctx)
     m_lastExchange = now;
     // The round's time budget: the links' idle time, and at least how long
     // the slowest share takes to compute.
-    double roundSeconds = m_roundBudgetS;
-    if (roundSeconds <= 0) {
-        roundSeconds = m_idleS;
+    double computeSeconds = m_roundBudgetS;
+    if (computeSeconds <= 0) {
         for (int j = 0; j < n; ++j) {
             if (ctx.rates[std::size_t(j)] > 0)
-                roundSeconds = std::max(roundSeconds, double(m_shares[std::size_t(j)]) / ctx.rates[std::size_t(j)]);
+                computeSeconds = std::max(computeSeconds, double(m_shares[std::size_t(j)]) / ctx.rates[std::size_t(j)]);
         }
     }
+    const double roundSeconds = m_roundBudgetS > 0 ? m_roundBudgetS : std::max(m_idleS, computeSeconds);
     std::vector<SparseGradient> out(static_cast<std::size_t>(n));
     for (int j = 0; j < n; ++j) {
         if (j != me)
-            out[std::size_t(j)] = m_topk.select(j, grad, linkBudget(j, roundSeconds, ctx));
+            out[std::size_t(j)] = m_topk.select(j, grad, linkBudget(j, roundSeconds, computeSeconds, ctx));
     }
     // The estimate lags a link that was just cut (or never measured): a
     // payload sized for it could occupy the link for minutes and trip the

@@ -44,8 +44,10 @@ public:
     void afterStep(RoundContext &ctx) override;
 
 private:
-    // Entries to send to `peer` this round (0: none, the residual keeps them).
-    std::int64_t linkBudget(int peer, double roundSeconds, const RoundContext &ctx);
+    // Entries to send to `peer` this round (0: none, the residual keeps
+    // them): what its link carries in `roundSeconds`, or for a link too
+    // slow for a probe per round, credit earned over `creditSeconds`.
+    std::int64_t linkBudget(int peer, double roundSeconds, double creditSeconds, const RoundContext &ctx);
 
     Trainer &m_trainer;
     Comm &m_comm;

@@ -13,7 +13,6 @@ namespace dlion::engine {
 
 namespace {
 constexpr int kTagPayload = 1;
-constexpr int kTagHeader = 2;
 // Payloads below this say more about latency than bandwidth...
 constexpr double kMinEstimateBytes = 16 * 1024;
 // ...unless they took this long: then the link's rate dominates (a link cut
@@ -164,34 +163,25 @@ std::vector<SparseGradient> PeerExchange::exchange(const std::vector<SparseGradi
         m_lastBytes[std::size_t(j)] = wireOut[std::size_t(j)].numel() * 4;
     }
 
-    // Headers first, to every peer: the size of the payload that follows
-    // (Gloo receives need it) and this worker's control row, so the round
-    // needs no collective of its own. Arriving from every peer, they also
-    // align the start, so payload arrival times measure the links.
+    // One small all-reduce agrees the payload sizes (Gloo receives need
+    // them) and carries the round's control rows. It is also a barrier:
+    // every worker starts sending at once, so arrival times measure the
+    // links. (Per-peer headers instead cost one latency, not a ring's, but
+    // a sender that finished them early filled a receiver's socket buffer
+    // before it posted its receive, and tc-shaped links were then
+    // estimated several times too fast.)
     const int stride = control ? control->stride() : 0;
-    std::vector<torch::Tensor> headOut(static_cast<std::size_t>(n)), headIn(static_cast<std::size_t>(n));
+    auto agreed = torch::zeros({n * n + n * stride}, torch::kDouble);
+    double *a = agreed.data_ptr<double>();
+    for (int j = 0; j < n; ++j)
+        a[me * n + j] = double(m_lastBytes[std::size_t(j)] / 4);
+    if (control)
+        std::copy(control->mine().begin(), control->mine().end(), a + n * n + me * stride);
+    m_comm.allreduceSum(agreed);
+    if (control)
+        control->accept(a + n * n);
     for (int j = 0; j < n; ++j) {
-        if (j == me)
-            continue;
-        headOut[std::size_t(j)] = torch::zeros({1 + stride}, torch::kDouble);
-        auto *h = headOut[std::size_t(j)].data_ptr<double>();
-        h[0] = double(m_lastBytes[std::size_t(j)] / 4);
-        if (control)
-            std::copy(control->mine().begin(), control->mine().end(), h + 1);
-        headIn[std::size_t(j)] = torch::empty({1 + stride}, torch::kDouble);
-    }
-    transfer(headOut, headIn, kTagHeader, t, Clock::now());
-    if (control) {
-        std::vector<double> rows(std::size_t(n * stride));
-        for (int j = 0; j < n; ++j) {
-            const double *row = j == me ? control->mine().data() : headIn[std::size_t(j)].data_ptr<double>() + 1;
-            std::copy(row, row + stride, rows.begin() + j * stride);
-        }
-        control->accept(rows.data());
-    }
-
-    for (int j = 0; j < n; ++j) {
-        const auto size = j == me ? 0 : std::int64_t(headIn[std::size_t(j)].data_ptr<double>()[0]);
+        const auto size = j == me ? 0 : std::int64_t(a[j * n + me]);
         if (size > 0)
             wireIn[std::size_t(j)] = torch::empty({size}, torch::kInt);
     }

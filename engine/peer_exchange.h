@@ -18,13 +18,12 @@ class LinkEmulator;
 // All-to-all exchange of per-peer gradient payloads over c10d point-to-point,
 // paced by the link emulator and measured per link.
 //
-// One round: every worker sends every peer a small header (the size of the
-// payload that follows, and the round's control rows when given), then the
-// payloads. Sends go out when their emulated link would have delivered them
+// One round: a small all-reduce agrees the payload sizes and carries the
+// round's control rows when given; then the payloads. Sends go out when their emulated link would have delivered them
 // (parallel links, each queued behind its previous transfer). Each receiver
 // times the arrival of every payload: that is the incoming-link bandwidth
 // estimate, which workers share through the control rows so that a sender
-// knows its outgoing links. An empty payload costs only its header.
+// knows its outgoing links. An empty payload does not go on the wire.
 // Payloads that fail to decode raise EngineError.
 class PeerExchange {
 public:
@@ -36,7 +35,8 @@ public:
     // and stops when the deadline passes, as a sender bounded by a deadline
     // does on a real link: the entries the link would not have carried in
     // time stay behind and come back in (*undelivered)[j].
-    // With `control`, the headers carry its row out and every peer's back.
+    // With `control`, the size agreement carries its row out and every
+    // peer's back.
     std::vector<SparseGradient> exchange(const std::vector<SparseGradient> &out, double t, ControlExchange *control,
                                          double deadlineS = 0, std::vector<SparseGradient> *undelivered = nullptr);
 

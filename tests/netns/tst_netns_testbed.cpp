@@ -212,7 +212,7 @@ void TestNetnsTestbed::dlionTrainsOnWhenTcSlowsALinkToATrickle()
             break;
         }
     }
-    double before = 0, after = 0, other = 0;
+    double before = 0, after = 0, other = 0, estimate = 0;
     int nBefore = 0, nAfter = 0;
     for (qsizetype i = 1; i < rounds.size(); ++i) {
         const auto &r = rounds[i];
@@ -224,6 +224,7 @@ void TestNetnsTestbed::dlionTrainsOnWhenTcSlowsALinkToATrickle()
         } else if (rounds[i - 1].t > settledAt) {
             after += r.linkBytes[1];
             other += r.linkBytes[2];
+            estimate += r.linkMbps.size() == 3 ? r.linkMbps[1] : 0;
             ++nAfter;
         }
     }
@@ -231,9 +232,11 @@ void TestNetnsTestbed::dlionTrainsOnWhenTcSlowsALinkToATrickle()
     before /= nBefore;
     after /= nAfter;
     other /= nAfter;
-    const QString means = QString::asprintf("worker 0 bytes/round to worker 1: %.0f at 40 Mbit/s, %.0f at 0.2 Mbit/s from "
-                                            "%.1f s (cut at %.1f s); to worker 2 at 20 Mbit/s: %.0f; rounds %d + %d",
-                                            before, after, settledAt, cutAt, other, nBefore, nAfter);
+    estimate /= nAfter;
+    const QString means = QString::asprintf("worker 0 bytes/round to worker 1: %.0f at 40 Mbit/s, %.0f at 0.2 Mbit/s "
+                                            "(estimated %.2f Mbit/s) from %.1f s (cut at %.1f s); to worker 2 at 20 "
+                                            "Mbit/s: %.0f; rounds %d + %d",
+                                            before, after, estimate, settledAt, cutAt, other, nBefore, nAfter);
     qInfo("%s", qPrintable(means));
     // Both links' budgets scale with the round's length, so their ratio
     // (0.2 against 20 Mbit/s) does not depend on the machine's speed.

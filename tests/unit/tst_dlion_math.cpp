@@ -94,7 +94,7 @@ private Q_SLOTS:
     void knowledgeTransferMergeMath();
     void pacedExchangeAchievesConfiguredRate();
     void cutLinkCarriesWhatFitsAndIsMeasured();
-    void controlRowsRideInTheHeaders();
+    void controlRowsRideInTheSizeAgreement();
     void noStrategyReadsALinkCap();
 };
 
@@ -426,7 +426,7 @@ void TestDlionMath::cutLinkCarriesWhatFitsAndIsMeasured()
     }
 }
 
-void TestDlionMath::controlRowsRideInTheHeaders()
+void TestDlionMath::controlRowsRideInTheSizeAgreement()
 {
     // Each rank writes its own row; after one exchange (payload or not)
     // both hold the same rows, and decide alike without a collective.
