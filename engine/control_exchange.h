@@ -16,7 +16,7 @@ class Comm;
 //
 // The rows travel in a collective of their own only where no data moves
 // (the first round of a group, pauses). Otherwise they ride in the round's
-// own exchange, the gradient all-reduce or the headers of the peer-to-peer
+// own exchange, the gradient all-reduce or the size agreement of the peer-to-peer
 // exchange, as real systems piggyback control on data: on a WAN each extra
 // collective costs round trips (a ring all-reduce 2(n-1) one-way
 // latencies). What round r carried decides at the top of round r + 1.

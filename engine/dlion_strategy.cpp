@@ -48,7 +48,7 @@ std::int64_t DlionStrategy::localBatch(const RoundContext &ctx)
     return m_shares[std::size_t(m_comm.rank())];
 }
 
-std::int64_t DlionStrategy::linkBudget(int peer, double roundSeconds, double creditSeconds, const RoundContext &ctx)
+std::int64_t DlionStrategy::linkBudget(int peer, double roundSeconds, const RoundContext &ctx)
 {
     const std::int64_t length = m_trainer.parameterCount();
     if (!m_prioritized)
@@ -68,11 +68,7 @@ std::int64_t DlionStrategy::linkBudget(int peer, double roundSeconds, double cre
     }
     // A link too slow for a probe every round saves its budget up and sends
     // a probe once earned, so it costs the round no more than it can carry
-    // on average; the residual keeps the gradient meanwhile. It earns at
-    // the compute-time budget: a probe stalls the next round (that round's
-    // header queues behind it on the link), and counting the stall as idle
-    // time would earn the link its next probe sooner, and so on.
-    entries = bps * creditSeconds / 8.0;
+    // on average; the residual keeps the gradient meanwhile.
     const double fits = bps * std::max(kMaxSendS, roundSeconds) / 8.0;
     if (fits < double(probe)) {
         probe = std::max<std::int64_t>(1, std::int64_t(fits));
@@ -91,33 +87,18 @@ void DlionStrategy::exchange(torch::Tensor &grad, RoundContext &ctx)
     double total = 0;
     for (auto s : m_shares)
         total += double(s);
-    // The links' idle time in the last round. One sample far above the
-    // average is a pause or an evaluation, not the round's rhythm; three in
-    // a row are a new rhythm (a slower group, a cut link's headers).
-    const auto now = std::chrono::steady_clock::now();
-    if (m_lastExchange) {
-        const double idle = std::clamp(
-            std::chrono::duration<double>(now - *m_lastExchange).count() - m_exchange.lastPayloadSeconds(), 0.0, kMaxSendS);
-        if (m_idleS <= 0 || idle < 4 * m_idleS || ++m_idleOutliers >= 3) {
-            m_idleS = m_idleS <= 0 ? idle : 0.75 * m_idleS + 0.25 * idle;
-            m_idleOutliers = 0;
-        }
-    }
-    m_lastExchange = now;
-    // The round's time budget: the links' idle time, and at least how long
-    // the slowest share takes to compute.
-    double computeSeconds = m_roundBudgetS;
-    if (computeSeconds <= 0) {
+    // The round's time budget: how long the slowest share takes to compute.
+    double roundSeconds = m_roundBudgetS;
+    if (roundSeconds <= 0) {
         for (int j = 0; j < n; ++j) {
             if (ctx.rates[std::size_t(j)] > 0)
-                computeSeconds = std::max(computeSeconds, double(m_shares[std::size_t(j)]) / ctx.rates[std::size_t(j)]);
+                roundSeconds = std::max(roundSeconds, double(m_shares[std::size_t(j)]) / ctx.rates[std::size_t(j)]);
         }
     }
-    const double roundSeconds = m_roundBudgetS > 0 ? m_roundBudgetS : std::max(m_idleS, computeSeconds);
     std::vector<SparseGradient> out(static_cast<std::size_t>(n));
     for (int j = 0; j < n; ++j) {
         if (j != me)
-            out[std::size_t(j)] = m_topk.select(j, grad, linkBudget(j, roundSeconds, computeSeconds, ctx));
+            out[std::size_t(j)] = m_topk.select(j, grad, linkBudget(j, roundSeconds, ctx));
     }
     // The estimate lags a link that was just cut (or never measured): a
     // payload sized for it could occupy the link for minutes and trip the

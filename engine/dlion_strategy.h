@@ -5,8 +5,6 @@
 #include "residual_top_k.h"
 #include "strategy.h"
 
-#include <chrono>
-#include <optional>
 #include <vector>
 
 namespace dlion::engine {
@@ -21,14 +19,9 @@ class LinkEmulator;
 //               combined weighted by share, so the step averages over B.
 //  prioritized  per-link prioritized exchange: link i->j carries the top-k
 //               entries that its estimated bandwidth moves within the
-//               round's time budget; the rest waits in that link's
+//               round's time budget (round_budget_s, default: the round's
+//               expected compute time); the rest waits in that link's
 //               residual. A link that can carry it gets the dense gradient.
-//               The budget (round_budget_s, default: measured) is the time
-//               the links would otherwise sit idle in a round: its wall
-//               time less the payload transfers (compute, waiting for the
-//               slowest share, latencies), smoothed, and at least the
-//               slowest share's expected compute time. Sizing payloads to
-//               the whole round instead would lengthen the round each time.
 //  dkt          direct knowledge transfer every dkt_period rounds and on
 //               "merge now": weaker replicas merge the best with dkt_alpha.
 //
@@ -44,10 +37,8 @@ public:
     void afterStep(RoundContext &ctx) override;
 
 private:
-    // Entries to send to `peer` this round (0: none, the residual keeps
-    // them): what its link carries in `roundSeconds`, or for a link too
-    // slow for a probe per round, credit earned over `creditSeconds`.
-    std::int64_t linkBudget(int peer, double roundSeconds, double creditSeconds, const RoundContext &ctx);
+    // Entries to send to `peer` this round (0: none, the residual keeps them).
+    std::int64_t linkBudget(int peer, double roundSeconds, const RoundContext &ctx);
 
     Trainer &m_trainer;
     Comm &m_comm;
@@ -60,9 +51,6 @@ private:
     ResidualTopK m_topk;
     std::vector<std::int64_t> m_shares;
     std::vector<double> m_credit;  // per peer: entries earned, not yet sent
-    std::optional<std::chrono::steady_clock::time_point> m_lastExchange;
-    double m_idleS = 0;  // smoothed link idle time per round
-    int m_idleOutliers = 0;  // samples in a row far above it
 };
 
 } // namespace dlion::engine

@@ -52,7 +52,8 @@ public:
     void report(protocol::RoundRecord &record, const std::vector<double> &bandwidth) const;
     // Bytes this worker put on each link in the last exchange.
     const std::vector<std::int64_t> &lastBytes() const { return m_lastBytes; }
-    // How long the payloads of the last exchange took, headers excluded.
+    // How long the payloads of the last exchange took, the size agreement
+    // excluded.
     double lastPayloadSeconds() const { return m_lastPayloadS; }
 
 private:
