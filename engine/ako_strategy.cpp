@@ -54,7 +54,7 @@ void AkoStrategy::exchange(torch::Tensor &grad, RoundContext &ctx)
     part.offset = offset;
     part.values = m_accumulated.narrow(0, offset, std::min(chunk, length - offset)).clone();
     m_accumulated.narrow(0, offset, part.values.numel()).zero_();
-    m_exchange.shareAndAverage(part, grad, ctx);
+    m_exchange.shareAndAverage(part, grad, *ctx.record, ctx.bandwidth, ctx.elapsedS);
 }
 
 } // namespace dlion::engine

@@ -1,7 +1,6 @@
 #include "allreduce_strategy.h"
 
 #include "comm.h"
-#include "control_exchange.h"
 
 #include <chrono>
 
@@ -16,29 +15,11 @@ std::int64_t AllreduceStrategy::localBatch(const RoundContext &) { return m_batc
 void AllreduceStrategy::exchange(torch::Tensor &grad, RoundContext &ctx)
 {
     const int n = m_comm.world();
-    // One all-reduce carries the gradient and the control rows (each
-    // worker's row in its own place, zeros elsewhere, so the float sum
-    // delivers every row as written). Comm paces the ring on the emulated
-    // links: 2(n-1) steps of bytes/n.
-    const std::int64_t length = grad.numel(), rows = ctx.control ? ctx.control->world() * ctx.control->stride() : 0;
-    if (m_buffer.numel() != length + rows)
-        m_buffer = torch::empty({length + rows});
-    m_buffer.narrow(0, 0, length).copy_(grad);
-    if (rows > 0) {
-        auto mine = m_buffer.narrow(0, length, rows);
-        mine.zero_();
-        const std::vector<double> &row = ctx.control->mine();
-        mine.narrow(0, m_comm.rank() * std::int64_t(row.size()), std::int64_t(row.size()))
-            .copy_(torch::tensor(row, torch::kDouble));
-    }
+    // Comm paces the ring on the emulated links: 2(n-1) steps of bytes/n.
     const auto start = std::chrono::steady_clock::now();
-    m_comm.allreduceSum(m_buffer);
+    m_comm.allreduceSum(grad);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    grad.copy_(m_buffer.narrow(0, 0, length)).div_(n);
-    if (rows > 0) {
-        const torch::Tensor all = m_buffer.narrow(0, length, rows).to(torch::kDouble);
-        ctx.control->accept(all.data_ptr<double>());
-    }
+    grad.div_(n);
     const double bytes = 2.0 * (n - 1) / n * double(grad.numel() * grad.element_size());
     ctx.record->bytesSent = std::int64_t(bytes);
     ctx.record->linkFraction.assign(std::size_t(n), 0.0);

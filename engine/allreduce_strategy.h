@@ -9,8 +9,7 @@ namespace dlion::engine {
 // replicas take the same step and stay identical. No knobs. On emulated
 // links the all-reduce lasts as long as a ring all-reduce over the caps:
 // each worker moves 2(n-1)/n of the gradient to its ring successor, so the
-// slowest ring link sets the pace. The control rows ride in the same
-// all-reduce, as a real system piggybacks them.
+// slowest ring link sets the pace.
 
 class AllreduceStrategy : public Strategy {
 public:
@@ -21,7 +20,6 @@ public:
 private:
     Comm &m_comm;
     std::int64_t m_batch;
-    torch::Tensor m_buffer;  // gradient, then the control rows
 };
 
 } // namespace dlion::engine

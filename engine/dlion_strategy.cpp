@@ -105,7 +105,7 @@ void DlionStrategy::exchange(torch::Tensor &grad, RoundContext &ctx)
     // group timeout. So each payload streams its entries largest first and
     // stops at a deadline; what missed it goes back into the link's residual.
     std::vector<SparseGradient> late;
-    const std::vector<SparseGradient> in = m_exchange.exchange(out, ctx.elapsedS, ctx.control, std::max(kMaxSendS, roundSeconds), &late);
+    const std::vector<SparseGradient> in = m_exchange.exchange(out, ctx.elapsedS, std::max(kMaxSendS, roundSeconds), &late);
     ctx.record->linkFraction.assign(std::size_t(n), 0.0);
     for (int j = 0; j < n; ++j) {
         if (j == me)

@@ -23,7 +23,7 @@ void GaiaStrategy::exchange(torch::Tensor &grad, RoundContext &ctx)
     shared.indices = significant.nonzero().flatten();
     shared.values = m_accumulated.index_select(0, shared.indices);
     m_accumulated.index_fill_(0, shared.indices, 0.0);
-    m_exchange.shareAndAverage(shared, grad, ctx);
+    m_exchange.shareAndAverage(shared, grad, *ctx.record, ctx.bandwidth, ctx.elapsedS);
 }
 
 } // namespace dlion::engine

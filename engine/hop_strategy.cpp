@@ -64,7 +64,7 @@ void HopStrategy::afterStep(RoundContext &ctx)
         if (j != me && std::find(nb.begin(), nb.end(), me) != nb.end())
             out[std::size_t(j)] = mine;
     }
-    const std::vector<SparseGradient> in = m_exchange.exchange(out, ctx.elapsedS, ctx.control);
+    const std::vector<SparseGradient> in = m_exchange.exchange(out, ctx.elapsedS);
     const std::vector<int> nb = inNeighbours(me, ctx.bandwidth);
     torch::NoGradGuard noGrad;
     auto &w = m_trainer.flatParams();

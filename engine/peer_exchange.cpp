@@ -1,7 +1,6 @@
 #include "peer_exchange.h"
 
 #include "comm.h"
-#include "control_exchange.h"
 #include "engine_error.h"
 #include "link_emulator.h"
 
@@ -19,6 +18,7 @@ constexpr double kMinEstimateBytes = 16 * 1024;
 // to a trickle only ever carries small payloads).
 constexpr double kMinEstimateS = 0.25;
 
+using Clock = LinkPacer::Clock;
 } // namespace
 
 PeerExchange::PeerExchange(Comm &comm, const LinkEmulator &emulator)
@@ -26,15 +26,14 @@ PeerExchange::PeerExchange(Comm &comm, const LinkEmulator &emulator)
       m_lastBytes(std::size_t(comm.world()), 0)
 {}
 
-void PeerExchange::shareAndAverage(const SparseGradient &payload, torch::Tensor &grad, RoundContext &ctx)
+void PeerExchange::shareAndAverage(const SparseGradient &payload, torch::Tensor &grad, protocol::RoundRecord &record,
+                                   const std::vector<double> &bandwidth, double t)
 {
     const int n = m_comm.world(), me = m_comm.rank();
-    const std::vector<SparseGradient> in =
-        exchange(std::vector<SparseGradient>(std::size_t(n), payload), ctx.elapsedS, ctx.control);
-    protocol::RoundRecord &record = *ctx.record;
+    const std::vector<SparseGradient> in = exchange(std::vector<SparseGradient>(std::size_t(n), payload), t);
     record.linkFraction.assign(std::size_t(n), double(payload.values.numel()) / double(grad.numel()));
     record.linkFraction[std::size_t(me)] = 0;
-    report(record, ctx.bandwidth);
+    report(record, bandwidth);
     for (int j = 0; j < n; ++j) {
         if (j != me)
             in[std::size_t(j)].addTo(grad, 1.0);
@@ -56,8 +55,7 @@ std::int64_t PeerExchange::entriesWithin(int peer, double seconds, double t) con
     const double mbps = m_emulator.capMbps(m_comm.rank(), peer, t);
     if (mbps <= 0)
         return std::numeric_limits<std::int64_t>::max();
-    const double bytes = (seconds - m_emulator.latencyS()) * mbps * 1e6 / 8.0 / LinkEmulator::kWireOverhead
-        - double(sparse_codec::kHeaderInts * 4);
+    const double bytes = (seconds - m_emulator.latencyS()) * mbps * 1e6 / 8.0 - double(sparse_codec::kHeaderInts * 4);
     return std::max<std::int64_t>(0, std::int64_t(bytes / 8.0));
 }
 
@@ -76,74 +74,18 @@ void PeerExchange::report(protocol::RoundRecord &record, const std::vector<doubl
     }
 }
 
-std::vector<double> PeerExchange::transfer(std::vector<torch::Tensor> &out, std::vector<torch::Tensor> &in, int tag,
-                                           double t, Clock::time_point start)
-{
-    const int n = m_comm.world(), me = m_comm.rank();
-    // c10d Gloo requests complete only inside wait(), so each receive is
-    // waited on by its own thread, which timestamps the arrival.
-    std::vector<Comm::Request> recvs(static_cast<std::size_t>(n));
-    std::vector<double> arrival(static_cast<std::size_t>(n), 0);
-    std::vector<std::exception_ptr> errors(static_cast<std::size_t>(n));
-    std::vector<std::thread> waiters;
-    for (int j = 0; j < n; ++j) {
-        if (j == me || !in[std::size_t(j)].defined())
-            continue;
-        recvs[std::size_t(j)] = m_comm.irecv(in[std::size_t(j)], j, tag);
-        waiters.emplace_back([&, j] {
-            try {
-                recvs[std::size_t(j)].wait();
-                arrival[std::size_t(j)] = std::chrono::duration<double>(Clock::now() - start).count();
-            } catch (...) {
-                errors[std::size_t(j)] = std::current_exception();
-            }
-        });
-    }
-
-    // Each send leaves when its emulated link would have delivered it.
-    std::vector<std::pair<Clock::time_point, int>> schedule;
-    for (int j = 0; j < n; ++j) {
-        if (j == me || !out[std::size_t(j)].defined())
-            continue;
-        const double bytes = double(out[std::size_t(j)].numel() * out[std::size_t(j)].element_size());
-        const LinkEmulator::PacerScope pacer;
-        schedule.emplace_back(m_pacer.reserve(j, m_emulator.transferSeconds(me, j, bytes, t), start), j);
-    }
-    std::sort(schedule.begin(), schedule.end());
-    std::vector<Comm::Request> sends(static_cast<std::size_t>(n));
-    try {
-        for (const auto &[when, j] : schedule) {
-            std::this_thread::sleep_until(when);
-            sends[std::size_t(j)] = m_comm.isend(out[std::size_t(j)], j, tag);
-        }
-        for (const auto &[when, j] : schedule)
-            sends[std::size_t(j)].wait();
-    } catch (...) {
-        for (auto &w : waiters)
-            w.join();  // the receives fail too, within the group timeout
-        throw;
-    }
-    for (auto &w : waiters)
-        w.join();
-    for (const auto &e : errors) {
-        if (e)
-            std::rethrow_exception(e);
-    }
-    return arrival;
-}
-
-std::vector<SparseGradient> PeerExchange::exchange(const std::vector<SparseGradient> &out, double t, ControlExchange *control,
-                                                   double deadlineS, std::vector<SparseGradient> *undelivered)
+std::vector<SparseGradient> PeerExchange::exchange(const std::vector<SparseGradient> &out, double t, double deadlineS,
+                                                   std::vector<SparseGradient> *undelivered)
 {
     const int n = m_comm.world(), me = m_comm.rank();
     std::vector<torch::Tensor> wireOut(static_cast<std::size_t>(n)), wireIn(static_cast<std::size_t>(n));
+    auto sizes = torch::zeros({n * n}, torch::kLong);
     if (undelivered) {
         SparseGradient none;
         none.values = torch::empty({0});
         undelivered->assign(std::size_t(n), none);
     }
     for (int j = 0; j < n; ++j) {
-        m_lastBytes[std::size_t(j)] = 0;
         if (j == me || out[std::size_t(j)].values.numel() == 0)
             continue;
         const SparseGradient *payload = &out[std::size_t(j)];
@@ -160,34 +102,65 @@ std::vector<SparseGradient> PeerExchange::exchange(const std::vector<SparseGradi
             }
         }
         wireOut[std::size_t(j)] = sparse_codec::encode(*payload);
-        m_lastBytes[std::size_t(j)] = wireOut[std::size_t(j)].numel() * 4;
+        sizes.data_ptr<std::int64_t>()[me * n + j] = wireOut[std::size_t(j)].numel();
+    }
+    // Agreeing on sizes is also a barrier: every worker starts sending now,
+    // so arrival times measure the links.
+    m_comm.allreduceSum(sizes);
+    const auto start = Clock::now();
+
+    // c10d Gloo requests complete only inside wait(), so each receive is
+    // waited on by its own thread, which timestamps the arrival.
+    std::vector<Comm::Request> recvs(static_cast<std::size_t>(n));
+    std::vector<double> arrival(static_cast<std::size_t>(n), 0);
+    std::vector<std::exception_ptr> errors(static_cast<std::size_t>(n));
+    std::vector<std::thread> waiters;
+    for (int j = 0; j < n; ++j) {
+        const std::int64_t size = sizes.data_ptr<std::int64_t>()[j * n + me];
+        if (j == me || size == 0)
+            continue;
+        wireIn[std::size_t(j)] = torch::empty({size}, torch::kInt);
+        recvs[std::size_t(j)] = m_comm.irecv(wireIn[std::size_t(j)], j, kTagPayload);
+        waiters.emplace_back([&, j] {
+            try {
+                recvs[std::size_t(j)].wait();
+                arrival[std::size_t(j)] = std::chrono::duration<double>(Clock::now() - start).count();
+            } catch (...) {
+                errors[std::size_t(j)] = std::current_exception();
+            }
+        });
     }
 
-    // One small all-reduce agrees the payload sizes (Gloo receives need
-    // them) and carries the round's control rows. It is also a barrier:
-    // every worker starts sending at once, so arrival times measure the
-    // links. (Per-peer headers instead cost one latency, not a ring's, but
-    // a sender that finished them early filled a receiver's socket buffer
-    // before it posted its receive, and tc-shaped links were then
-    // estimated several times too fast.)
-    const int stride = control ? control->stride() : 0;
-    auto agreed = torch::zeros({n * n + n * stride}, torch::kDouble);
-    double *a = agreed.data_ptr<double>();
-    for (int j = 0; j < n; ++j)
-        a[me * n + j] = double(m_lastBytes[std::size_t(j)] / 4);
-    if (control)
-        std::copy(control->mine().begin(), control->mine().end(), a + n * n + me * stride);
-    m_comm.allreduceSum(agreed);
-    if (control)
-        control->accept(a + n * n);
+    // Each send leaves when its emulated link would have delivered it.
+    std::vector<std::pair<Clock::time_point, int>> schedule;
     for (int j = 0; j < n; ++j) {
-        const auto size = j == me ? 0 : std::int64_t(a[j * n + me]);
-        if (size > 0)
-            wireIn[std::size_t(j)] = torch::empty({size}, torch::kInt);
+        const double bytes = j == me || !wireOut[std::size_t(j)].defined() ? 0 : double(wireOut[std::size_t(j)].numel()) * 4;
+        m_lastBytes[std::size_t(j)] = std::int64_t(bytes);
+        if (bytes == 0)
+            continue;
+        const LinkEmulator::PacerScope pacer;
+        schedule.emplace_back(m_pacer.reserve(j, m_emulator.transferSeconds(me, j, bytes, t), start), j);
     }
-    const auto payloadStart = Clock::now();
-    const std::vector<double> arrival = transfer(wireOut, wireIn, kTagPayload, t, payloadStart);
-    m_lastPayloadS = std::chrono::duration<double>(Clock::now() - payloadStart).count();
+    std::sort(schedule.begin(), schedule.end());
+    std::vector<Comm::Request> sends(static_cast<std::size_t>(n));
+    try {
+        for (const auto &[when, j] : schedule) {
+            std::this_thread::sleep_until(when);
+            sends[std::size_t(j)] = m_comm.isend(wireOut[std::size_t(j)], j, kTagPayload);
+        }
+        for (const auto &[when, j] : schedule)
+            sends[std::size_t(j)].wait();
+    } catch (...) {
+        for (auto &w : waiters)
+            w.join();  // the receives fail too, within the group timeout
+        throw;
+    }
+    for (auto &w : waiters)
+        w.join();
+    for (const auto &e : errors) {
+        if (e)
+            std::rethrow_exception(e);
+    }
 
     std::vector<SparseGradient> in(static_cast<std::size_t>(n));
     for (int j = 0; j < n; ++j) {

@@ -3,7 +3,6 @@
 #include "bandwidth_estimator.h"
 #include "link_pacer.h"
 #include "sparse_codec.h"
-#include "strategy.h"
 
 #include <telemetry.h>
 
@@ -12,19 +11,19 @@
 namespace dlion::engine {
 
 class Comm;
-class ControlExchange;
 class LinkEmulator;
 
 // All-to-all exchange of per-peer gradient payloads over c10d point-to-point,
 // paced by the link emulator and measured per link.
 //
-// One round: a small all-reduce agrees the payload sizes and carries the
-// round's control rows when given; then the payloads. Sends go out when their emulated link would have delivered them
-// (parallel links, each queued behind its previous transfer). Each receiver
-// times the arrival of every payload: that is the incoming-link bandwidth
-// estimate, which workers share through the control rows so that a sender
-// knows its outgoing links. An empty payload does not go on the wire.
-// Payloads that fail to decode raise EngineError.
+// One round: payload sizes are agreed with one small all-reduce (which also
+// aligns the start); receives are posted for every peer; sends go out when
+// their emulated link would have delivered them (parallel links, each
+// queued behind its previous transfer). Each receiver times the arrival of
+// every payload: that is the incoming-link bandwidth estimate, which workers
+// share through the round's control exchange so that a sender knows its
+// outgoing links. An empty payload costs nothing: it does not go on the
+// wire. Payloads that fail to decode raise EngineError.
 class PeerExchange {
 public:
     PeerExchange(Comm &comm, const LinkEmulator &emulator);
@@ -35,15 +34,14 @@ public:
     // and stops when the deadline passes, as a sender bounded by a deadline
     // does on a real link: the entries the link would not have carried in
     // time stay behind and come back in (*undelivered)[j].
-    // With `control`, the size agreement carries its row out and every
-    // peer's back.
-    std::vector<SparseGradient> exchange(const std::vector<SparseGradient> &out, double t, ControlExchange *control,
-                                         double deadlineS = 0, std::vector<SparseGradient> *undelivered = nullptr);
+    std::vector<SparseGradient> exchange(const std::vector<SparseGradient> &out, double t, double deadlineS = 0,
+                                         std::vector<SparseGradient> *undelivered = nullptr);
 
     // Sends the same payload to every peer and turns `grad` into the mean
     // of it and everything received ((own + received) / workers), filling
     // the round's per-link telemetry. Gaia and Ako share this step.
-    void shareAndAverage(const SparseGradient &payload, torch::Tensor &grad, RoundContext &ctx);
+    void shareAndAverage(const SparseGradient &payload, torch::Tensor &grad, protocol::RoundRecord &record,
+                         const std::vector<double> &bandwidth, double t);
 
     // Estimated bytes/s of each incoming link (peer -> this worker).
     std::vector<double> incomingBandwidth() const;
@@ -52,17 +50,8 @@ public:
     void report(protocol::RoundRecord &record, const std::vector<double> &bandwidth) const;
     // Bytes this worker put on each link in the last exchange.
     const std::vector<std::int64_t> &lastBytes() const { return m_lastBytes; }
-    // How long the payloads of the last exchange took, the size agreement
-    // excluded.
-    double lastPayloadSeconds() const { return m_lastPayloadS; }
 
 private:
-    using Clock = LinkPacer::Clock;
-    // Sends each defined out[j] to peer j when its emulated link would have
-    // delivered it, from `start` on, and receives every defined in[j];
-    // returns each arrival in seconds after `start`.
-    std::vector<double> transfer(std::vector<torch::Tensor> &out, std::vector<torch::Tensor> &in, int tag, double t,
-                                 Clock::time_point start);
     // The most sparse entries (index + value) whose payload the emulated
     // link to `peer` delivers within `seconds` at training time `t`
     // (unbounded when the link is uncapped; 0 when not even a header fits).
@@ -74,7 +63,6 @@ private:
     LinkPacer m_pacer;
     BandwidthEstimator m_incoming;
     std::vector<std::int64_t> m_lastBytes;
-    double m_lastPayloadS = 0;
 };
 
 } // namespace dlion::engine

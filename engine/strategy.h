@@ -13,12 +13,11 @@
 namespace dlion::engine {
 
 class Comm;
-class ControlExchange;
 class LinkEmulator;
 class Trainer;
 
 // What a strategy sees of the current round. `rates` and the flags come from
-// the control rows agreed for the round, so every worker sees the same
+// the control exchange at the top of the round, so every worker sees the same
 // values and can take the same decisions without further messages.
 struct RoundContext {
     std::int64_t round = 0;
@@ -26,9 +25,6 @@ struct RoundContext {
     std::vector<double> rates;      // every worker's measured samples/s (0 = not yet measured)
     std::vector<double> bandwidth;  // n x n, bytes/s of link i -> j as measured by j (0 = unknown)
     bool mergeRequested = false;    // a user asked for a knowledge-transfer merge
-    // This round's control rows, for the strategy's exchange to carry
-    // (ControlExchange): this worker's row out, every worker's row back.
-    ControlExchange *control = nullptr;
     protocol::RoundRecord *record = nullptr;              // this round's telemetry, to fill
     std::function<void(const protocol::MergeEvent &)> emitMerge;
 };
@@ -52,7 +48,7 @@ public:
     virtual void exchange(torch::Tensor &grad, RoundContext &ctx) = 0;
     virtual void afterStep(RoundContext &) {}
     // This worker's estimates of its incoming links (bytes/s per peer, 0 =
-    // unknown), shared with all workers in the next control rows.
+    // unknown), shared with all workers in the next control exchange.
     virtual std::vector<double> incomingBandwidth() const { return {}; }
 };
 

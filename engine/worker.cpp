@@ -3,7 +3,6 @@
 #include "checkpoint.h"
 #include "comm.h"
 #include "compute_pacer.h"
-#include "control_exchange.h"
 #include "engine_error.h"
 #include "link_emulator.h"
 #include "rate_meter.h"
@@ -57,6 +56,59 @@ protocol::EvalRecord evalRecord(int worker, qint64 round, double t, const EvalRe
     e.loss = local.loss();
     return e;
 }
+
+// The per-round agreement: each worker writes its slot, a sum all-reduce
+// gives everyone every slot. Flags are agreed when any worker raises them.
+class ControlExchange {
+public:
+    enum Slot { Rate, Samples, Stop, Pause, Merge, Eval, Regroup, SlotCount };
+
+    explicit ControlExchange(Comm &comm)
+        : m_comm(comm), m_stride(SlotCount + comm.world()), m_buf(torch::zeros({comm.world() * m_stride}, torch::kDouble))
+    {}
+
+    // `incoming`: this worker's estimates of its incoming links (bytes/s).
+    void exchange(const double (&mine)[SlotCount], const std::vector<double> &incoming)
+    {
+        m_buf.zero_();
+        auto *p = m_buf.data_ptr<double>() + m_comm.rank() * m_stride;
+        std::copy(std::begin(mine), std::end(mine), p);
+        std::copy(incoming.begin(), incoming.end(), p + SlotCount);
+        m_comm.allreduceSum(m_buf);
+    }
+    double at(int worker, Slot s) const { return m_buf.data_ptr<double>()[worker * m_stride + s]; }
+    // n x n matrix of link i -> j bandwidth, as measured by receiver j.
+    std::vector<double> bandwidth() const
+    {
+        const int n = m_comm.world();
+        std::vector<double> out(std::size_t(n * n), 0.0);
+        for (int j = 0; j < n; ++j) {
+            for (int i = 0; i < n; ++i)
+                out[std::size_t(i * n + j)] = m_buf.data_ptr<double>()[j * m_stride + SlotCount + i];
+        }
+        return out;
+    }
+    bool any(Slot s) const
+    {
+        for (int w = 0; w < m_comm.world(); ++w) {
+            if (at(w, s) > 0)
+                return true;
+        }
+        return false;
+    }
+    double sum(Slot s) const
+    {
+        double total = 0;
+        for (int w = 0; w < m_comm.world(); ++w)
+            total += at(w, s);
+        return total;
+    }
+
+private:
+    Comm &m_comm;
+    int m_stride;
+    torch::Tensor m_buf;
+};
 
 } // namespace
 
@@ -327,7 +379,7 @@ Worker::GroupEnd Worker::train(Comm &comm, Trainer &trainer, LinkEmulator &emula
     const int world = comm.world();
     const QList<int> members = m_plan.members;
     auto strategy = makeStrategy(m_spec, trainer, comm, emulator);
-    ControlExchange control(rank, world);
+    ControlExchange control(comm);
     ComputePacer pacer(m_spec.threads);
     WorkerResult &result = progress.result;
     const auto &budget = m_spec.budget;
@@ -371,41 +423,24 @@ Worker::GroupEnd Worker::train(Comm &comm, Trainer &trainer, LinkEmulator &emula
         return e;
     };
 
-    // A merge click stays in this worker's row until a round agreed it.
-    bool mergeAsked = false;
-    // `inFlight`: the batch of the round whose exchange carries the row
-    // (0 at the top of a round); the row counts that round as done.
-    auto fillControl = [&](std::int64_t inFlight) {
-        mergeAsked = m_merge.exchange(false) || mergeAsked;
-        const qint64 rounds = result.rounds + (inFlight > 0 ? 1 : 0);
+    auto exchangeControl = [&] {
         double mine[ControlExchange::SlotCount] = {};
         mine[ControlExchange::Rate] = progress.meter.rate();
-        mine[ControlExchange::Samples] = double(result.samples + inFlight);
+        mine[ControlExchange::Samples] = double(result.samples);
         mine[ControlExchange::Stop] = m_stop ? 1 : 0;
         mine[ControlExchange::Pause] = m_pause ? 1 : 0;
-        mine[ControlExchange::Merge] = mergeAsked ? 1 : 0;
+        mine[ControlExchange::Merge] = m_merge.exchange(false) ? 1 : 0;
         mine[ControlExchange::Regroup] = m_regroupPending ? 1 : 0;
         if (rank == 0) {
             const double t = elapsed();
             const bool spent = (budget.seconds > 0 && t >= budget.seconds)
-                || (budget.maxRounds > 0 && rounds >= budget.maxRounds)
+                || (budget.maxRounds > 0 && result.rounds >= budget.maxRounds)
                 || (budget.epochs > 0 && control.sum(ControlExchange::Samples) >= budget.epochs * double(trainer.globalTrainSize()));
             if (spent)
                 mine[ControlExchange::Stop] = 1;
             mine[ControlExchange::Eval] = t - progress.lastEvalT >= m_spec.evalIntervalS ? 1 : 0;
         }
-        control.setMine(mine, strategy->incomingBandwidth());
-    };
-    // The rows the last round carried, or a collective of their own when
-    // it carried none (a group's first round, pauses).
-    auto agree = [&] {
-        if (!control.fresh()) {
-            fillControl(0);
-            control.exchange(comm);
-        }
-        control.take();
-        if (control.mineRaised(ControlExchange::Merge))
-            mergeAsked = false;
+        control.exchange(mine, strategy->incomingBandwidth());
     };
 
     // Merge events name workers by id.
@@ -421,7 +456,7 @@ Worker::GroupEnd Worker::train(Comm &comm, Trainer &trainer, LinkEmulator &emula
     setState("running");
     // Bounded by the budget, which the job spec guarantees is set.
     for (;;) {
-        agree();
+        exchangeControl();
         if (control.any(ControlExchange::Stop))
             break;
         if (control.any(ControlExchange::Regroup))
@@ -432,7 +467,7 @@ Worker::GroupEnd Worker::train(Comm &comm, Trainer &trainer, LinkEmulator &emula
             while (control.any(ControlExchange::Pause) && !control.any(ControlExchange::Stop)
                    && !control.any(ControlExchange::Regroup)) {
                 std::this_thread::sleep_for(std::chrono::milliseconds(100));
-                agree();
+                exchangeControl();
             }
             progress.pausedS += secondsSince(pauseStart);
             setState("running");
@@ -483,8 +518,6 @@ Worker::GroupEnd Worker::train(Comm &comm, Trainer &trainer, LinkEmulator &emula
         const double computeS = pacer.end(factor);
         progress.meter.add(double(batch), computeS);
 
-        fillControl(batch);
-        ctx.control = &control;
         const auto t1 = Clock::now();
         strategy->exchange(trainer.flatGrad(), ctx);
         rec.commS = secondsSince(t1);
