@@ -14,6 +14,15 @@
 
 namespace dlion::test {
 
+// The testbed's micro-cloud: 3 nodes whose links carry the heterogeneous-WAN
+// preset's rates, 40/20/10 Mbit/s.
+inline constexpr int kWanNodes = 3;
+inline double wanHeteroMbps(int i, int j)
+{
+    static const double kRates[kWanNodes][kWanNodes] = {{0, 40, 20}, {40, 0, 10}, {20, 10, 0}};
+    return kRates[i][j];
+}
+
 class NetnsAgents {
 public:
     explicit NetnsAgents(NetnsTestbed &bed, int nodes) : m_bed(bed), m_nodes(nodes) {}

@@ -13,13 +13,8 @@ using namespace dlion;
 
 namespace {
 
-constexpr int kNodes = 3;
-
-double rateMbps(int i, int j)
-{
-    static const double kRates[kNodes][kNodes] = {{0, 40, 20}, {40, 0, 10}, {20, 10, 0}};
-    return kRates[i][j];
-}
+constexpr int kNodes = test::kWanNodes;
+const auto rateMbps = test::wanHeteroMbps;
 
 const char *kSink = R"(
 import socket, sys, time

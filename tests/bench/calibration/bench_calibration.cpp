@@ -20,8 +20,7 @@ using namespace dlion;
 
 namespace {
 
-constexpr int kNodes = 3;
-const double kRates[kNodes][kNodes] = {{0, 40, 20}, {40, 0, 10}, {20, 10, 0}};
+constexpr int kNodes = test::kWanNodes;
 
 struct Timing {
     double roundS = 0;  // median over workers of the mean round time
@@ -79,13 +78,13 @@ int main(int argc, char **argv)
     }
     test::NetnsTestbed bed;
     QString error;
-    if (!bed.up(kNodes, [](int i, int j) { return kRates[i][j]; }, &error)) {
+    if (!bed.up(kNodes, test::wanHeteroMbps, &error)) {
         std::fprintf(stderr, "bench_calibration: %s\n", qPrintable(error));
         return 1;
     }
     QJsonArray matrix;
-    for (const auto &row : kRates)
-        matrix.append(QJsonArray{row[0], row[1], row[2]});
+    for (int i = 0; i < kNodes; ++i)
+        matrix.append(QJsonArray{test::wanHeteroMbps(i, 0), test::wanHeteroMbps(i, 1), test::wanHeteroMbps(i, 2)});
 
     QJsonArray results;
     for (const QString &strategy : parser.value("strategies").split(',')) {
