@@ -1,6 +1,7 @@
 #include "ako_strategy.h"
 
-#include "comm.h"
+#include "mailbox.h"
+#include "sparse_codec.h"
 #include "strategy_options.h"
 #include "trainer.h"
 
@@ -9,41 +10,43 @@
 
 namespace dlion::engine {
 
-AkoStrategy::AkoStrategy(const protocol::JobSpec &spec, Trainer &trainer, Comm &comm, const LinkEmulator &emulator)
-    : m_comm(comm), m_batch(spec.batchSize), m_accumulated(torch::zeros({trainer.parameterCount()})),
-      m_exchange(comm, emulator)
+namespace {
+constexpr std::int64_t kMaxPartitions = 256;
+}
+
+AkoStrategy::AkoStrategy(const protocol::JobSpec &spec, Trainer &trainer, Mailbox &mailbox)
+    : m_mailbox(mailbox), m_batch(spec.batchSize), m_accumulated(torch::zeros({trainer.parameterCount()}))
 {
     constexpr double kFirstPartitionBytes = 64 * 1024;
-    m_partitions = std::clamp<std::int64_t>(std::int64_t(std::ceil(double(trainer.parameterCount()) * 4 / kFirstPartitionBytes)), 1, 256);
+    m_partitions = std::clamp<std::int64_t>(std::int64_t(std::ceil(double(trainer.parameterCount()) * 4 / kFirstPartitionBytes)),
+                                            1, kMaxPartitions);
     const StrategyOptions o(spec.strategyOptions, spec.strategy, {"partitions"});
     m_fixedPartitions = std::int64_t(o.number("partitions", 0, 0, 4096));
 }
+
+std::vector<double> AkoStrategy::incomingBandwidth() const { return m_mailbox.incomingBandwidth(); }
 
 std::int64_t AkoStrategy::partitions(const RoundContext &ctx) const
 {
     if (m_fixedPartitions > 0)
         return m_fixedPartitions;
-    const int me = m_comm.rank();
+    const int me = m_mailbox.rank(), n = m_mailbox.world();
     const double rate = ctx.rates[std::size_t(me)];
     if (rate <= 0)
-        return m_partitions;  // keep the last choice until the rate is measured
-    const double roundSeconds = double(m_batch) / rate;
-    const double bytes = double(m_accumulated.numel()) * 4;
-    const int n = m_comm.world();
-    double slowest = 0;
+        return m_partitions;
+    const double bytesPerSecond = double(m_accumulated.numel()) * 4 * rate / double(m_batch);  // p = 1
+    double p = 1;
     for (int j = 0; j < n; ++j) {
-        const double bps = ctx.bandwidth.empty() ? 0 : ctx.bandwidth[std::size_t(me * n + j)];
-        if (j == me)
-            continue;
-        if (bps <= 0)
-            return m_partitions;
-        slowest = std::max(slowest, bytes / bps);
+        const double bps = ctx.bandwidth.empty() || j == me ? 0 : ctx.bandwidth[std::size_t(me * n + j)];
+        if (bps > 0)
+            p = std::max(p, std::ceil(bytesPerSecond / bps));
     }
-    return std::clamp<std::int64_t>(std::int64_t(std::ceil(slowest / roundSeconds)), 1, 256);
+    return std::clamp<std::int64_t>(std::int64_t(p), 1, kMaxPartitions);
 }
 
 void AkoStrategy::exchange(torch::Tensor &grad, RoundContext &ctx)
 {
+    const int n = m_mailbox.world(), me = m_mailbox.rank();
     m_accumulated.add_(grad);
     m_partitions = partitions(ctx);
     const std::int64_t length = grad.numel();
@@ -52,9 +55,21 @@ void AkoStrategy::exchange(torch::Tensor &grad, RoundContext &ctx)
     SparseGradient part;
     part.length = length;
     part.offset = offset;
-    part.values = m_accumulated.narrow(0, offset, std::min(chunk, length - offset)).clone();
-    m_accumulated.narrow(0, offset, part.values.numel()).zero_();
-    m_exchange.shareAndAverage(part, grad, *ctx.record, ctx.bandwidth, ctx.elapsedS);
+    part.values = m_accumulated.narrow(0, offset, std::min(chunk, length - offset));
+    const torch::Tensor wire = sparse_codec::encode(part);
+    part.values.zero_();
+    for (int j = 0; j < n; ++j) {
+        if (j != me)
+            m_mailbox.send(j, Mailbox::Kind::Data, ctx.round, wire, ctx.elapsedS);
+    }
+    for (const auto &m : m_mailbox.take(Mailbox::Kind::Data))
+        sparse_codec::decodeFor(m.payload, length).addTo(grad, 1.0);
+    // Every gradient is applied once per replica, each on batch_size samples:
+    // at the job's rate for the global batch over the workers (linear scaling).
+    grad.div_(n);
+    ctx.record->linkFraction.assign(std::size_t(n), double(part.values.numel()) / double(length));
+    ctx.record->linkFraction[std::size_t(me)] = 0;
+    m_mailbox.report(*ctx.record, ctx.bandwidth);
 }
 
 } // namespace dlion::engine

@@ -1,7 +1,7 @@
 #include "dlion_strategy.h"
 
 #include "batch_shares.h"
-#include "comm.h"
+#include "mailbox.h"
 #include "strategy_options.h"
 #include "trainer.h"
 
@@ -10,6 +10,10 @@
 namespace dlion::engine {
 
 namespace {
+// Rounds a worker may run ahead of the payloads it steps with. Measured on
+// wan-hetero (docs/benchmarks.md), 2 and 4 raised throughput 3-4x but not
+// accuracy at a time budget, and some seeds' replicas drifted apart.
+constexpr double kDefaultStaleness = 0;
 // The longest one payload may occupy its link (unless the round's own time
 // budget is longer): far under the point-to-point timeout, so a link cut to
 // a trickle stalls a round by about this, and never breaks the group. A
@@ -22,13 +26,14 @@ constexpr double kMaxSendS = 2.0;
 constexpr double kCutLinkShare = 0.1;
 } // namespace
 
-DlionStrategy::DlionStrategy(const protocol::JobSpec &spec, Trainer &trainer, Comm &comm, const LinkEmulator &emulator)
-    : m_trainer(trainer), m_comm(comm), m_batch(spec.batchSize),
-      m_transfer(0.5, 500), m_exchange(comm, emulator), m_topk(comm.world(), trainer.parameterCount())
+DlionStrategy::DlionStrategy(const protocol::JobSpec &spec, Trainer &trainer, Mailbox &mailbox)
+    : m_trainer(trainer), m_mailbox(mailbox), m_batch(spec.batchSize), m_transfer(0.5, 500),
+      m_topk(mailbox.world(), trainer.parameterCount())
 {
     const StrategyOptions o(spec.strategyOptions, spec.strategy,
                             {"wdb", "prioritized", "dkt", "min_share", "max_share", "round_budget_s", "dkt_period",
-                             "dkt_alpha", "heldout_samples"});
+                             "dkt_alpha", "heldout_samples", "staleness"});
+    m_staleness = std::int64_t(o.number("staleness", kDefaultStaleness, 0, 64));
     m_wdb = o.flag("wdb", true);
     m_prioritized = o.flag("prioritized", true);
     m_dkt = o.flag("dkt", true);
@@ -37,15 +42,17 @@ DlionStrategy::DlionStrategy(const protocol::JobSpec &spec, Trainer &trainer, Co
     m_roundBudgetS = o.number("round_budget_s", 0, 0, 3600);
     m_dktPeriod = std::int64_t(o.number("dkt_period", 50, 1, 1e9));
     m_transfer = KnowledgeTransfer(o.number("dkt_alpha", 0.5, 0, 1), std::int64_t(o.number("heldout_samples", 500, 10, 1e6)));
-    m_shares.assign(std::size_t(comm.world()), m_batch);
-    m_credit.assign(std::size_t(comm.world()), 0.0);
+    m_shares.assign(std::size_t(mailbox.world()), m_batch);
+    m_credit.assign(std::size_t(mailbox.world()), 0.0);
 }
+
+std::vector<double> DlionStrategy::incomingBandwidth() const { return m_mailbox.incomingBandwidth(); }
 
 std::int64_t DlionStrategy::localBatch(const RoundContext &ctx)
 {
     if (m_wdb)
-        m_shares = computeShares(ctx.rates, m_batch * m_comm.world(), m_minShare, m_maxShare);
-    return m_shares[std::size_t(m_comm.rank())];
+        m_shares = computeShares(ctx.rates, m_batch * m_mailbox.world(), m_minShare, m_maxShare);
+    return m_shares[std::size_t(m_mailbox.rank())];
 }
 
 std::int64_t DlionStrategy::linkBudget(int peer, double roundSeconds, const RoundContext &ctx)
@@ -56,7 +63,7 @@ std::int64_t DlionStrategy::linkBudget(int peer, double roundSeconds, const Roun
     // The smallest payload that still measures its link (16 KiB: below
     // that, latency dominates the arrival time).
     std::int64_t probe = std::min<std::int64_t>(2048, length);
-    const double bps = ctx.bandwidth.empty() ? 0 : ctx.bandwidth[std::size_t(m_comm.rank() * m_comm.world() + peer)];
+    const double bps = ctx.bandwidth.empty() ? 0 : ctx.bandwidth[std::size_t(m_mailbox.rank() * m_mailbox.world() + peer)];
     if (bps <= 0 || roundSeconds <= 0)
         return probe;  // unmeasured: a dense first send could take minutes on a slow link
     // An entry costs 8 bytes (index + value).
@@ -83,10 +90,14 @@ std::int64_t DlionStrategy::linkBudget(int peer, double roundSeconds, const Roun
 
 void DlionStrategy::exchange(torch::Tensor &grad, RoundContext &ctx)
 {
-    const int n = m_comm.world(), me = m_comm.rank();
-    double total = 0;
-    for (auto s : m_shares)
-        total += double(s);
+    const int n = m_mailbox.world(), me = m_mailbox.rank();
+    // What the links did not carry last round goes back into their residuals.
+    for (int j = 0; j < n; ++j) {
+        if (j != me) {
+            for (const auto &late : m_mailbox.takeUndelivered(j))
+                m_topk.giveBack(j, late);
+        }
+    }
     // The round's time budget: how long the slowest share takes to compute.
     double roundSeconds = m_roundBudgetS;
     if (roundSeconds <= 0) {
@@ -95,37 +106,66 @@ void DlionStrategy::exchange(torch::Tensor &grad, RoundContext &ctx)
                 roundSeconds = std::max(roundSeconds, double(m_shares[std::size_t(j)]) / ctx.rates[std::size_t(j)]);
         }
     }
-    std::vector<SparseGradient> out(static_cast<std::size_t>(n));
-    for (int j = 0; j < n; ++j) {
-        if (j != me)
-            out[std::size_t(j)] = m_topk.select(j, grad, linkBudget(j, roundSeconds, ctx));
-    }
+    // The header word: this worker's batch share, and bit 0 for a merge
+    // request, which every peer thus sees in the same round.
+    const std::int64_t share = m_shares[std::size_t(me)];
+    const std::int64_t aux = share * 2 + (ctx.mergeRequested ? 1 : 0);
+    ctx.record->linkFraction.assign(std::size_t(n), 0.0);
     // The estimate lags a link that was just cut (or never measured): a
     // payload sized for it could occupy the link for minutes and trip the
     // group timeout. So each payload streams its entries largest first and
-    // stops at a deadline; what missed it goes back into the link's residual.
-    std::vector<SparseGradient> late;
-    const std::vector<SparseGradient> in = m_exchange.exchange(out, ctx.elapsedS, std::max(kMaxSendS, roundSeconds), &late);
-    ctx.record->linkFraction.assign(std::size_t(n), 0.0);
+    // stops at a deadline; what missed it comes back next round.
+    const double deadlineS = std::max(kMaxSendS, roundSeconds);
     for (int j = 0; j < n; ++j) {
         if (j == me)
             continue;
-        m_topk.giveBack(j, late[std::size_t(j)]);
-        ctx.record->linkFraction[std::size_t(j)] =
-            double(out[std::size_t(j)].values.numel() - late[std::size_t(j)].values.numel()) / double(grad.numel());
+        const SparseGradient out = m_topk.select(j, grad, linkBudget(j, roundSeconds, ctx));
+        ctx.record->linkFraction[std::size_t(j)] = double(out.values.numel()) / double(grad.numel());
+        m_mailbox.sendGradient(j, ctx.round, out, ctx.elapsedS, deadlineS, aux);
     }
-    grad.mul_(double(m_shares[std::size_t(me)]) / total);
-    for (int j = 0; j < n; ++j) {
-        if (j != me)
-            in[std::size_t(j)].addTo(grad, double(m_shares[std::size_t(j)]) / total);
+    if (ctx.mergeRequested)
+        m_mergeRounds.insert(ctx.round);
+    // Bounded staleness: every peer's payload of round k - s is in. FIFO
+    // links mean all its earlier ones are too.
+    const std::int64_t due = ctx.round - m_staleness;
+    const bool arrived = m_mailbox.waitUntil(
+        Mailbox::Kind::Data,
+        [&](const std::vector<std::int64_t> &latest) {
+            for (int j = 0; j < n; ++j) {
+                if (j != me && latest[std::size_t(j)] < due)
+                    return false;
+            }
+            return true;
+        },
+        ctx.keepWaiting);
+    m_mailbox.report(*ctx.record, ctx.bandwidth);
+    if (!arrived)
+        return;  // the worker is leaving its group; this round's step is its own
+    // Every payload that is in, each used once, weighted by the share its
+    // sender computed over the global batch: each sample counts 1 / B
+    // whichever round its payload arrives in. (Over the payloads that are in
+    // instead, a round in which none arrived would step on this worker's
+    // share alone, which for a slow worker is a few samples at the global
+    // batch's learning rate: it diverged.)
+    std::vector<Mailbox::Message> in = m_mailbox.take(Mailbox::Kind::Data);
+    const double total = double(m_batch * n);
+    grad.mul_(double(share) / total);
+    for (const auto &m : in) {
+        if (m.payload.numel() > 0)  // empty: the link carried nothing this round
+            sparse_codec::decodeFor(m.payload, grad.numel()).addTo(grad, double(m.aux / 2) / total);
+        if (m.aux & 1)
+            m_mergeRounds.insert(m.round);
     }
-    m_exchange.report(*ctx.record, ctx.bandwidth);
+    // A merge asked for in round r runs after round r + s, when every
+    // worker is sure to have seen the request.
+    m_mergeNow = m_mergeRounds.erase(due) > 0;
+    m_mergeRounds.erase(m_mergeRounds.begin(), m_mergeRounds.lower_bound(due));
 }
 
 void DlionStrategy::afterStep(RoundContext &ctx)
 {
-    if (ctx.mergeRequested || (m_dkt && (ctx.round + 1) % m_dktPeriod == 0))
-        m_transfer.run(m_trainer, m_comm, ctx.bandwidth, ctx.round, ctx.elapsedS, ctx.mergeRequested, ctx.emitMerge);
+    if (m_mergeNow || (m_dkt && (ctx.round + 1) % m_dktPeriod == 0))
+        m_transfer.run(m_trainer, m_mailbox, ctx, m_mergeNow);
 }
 
 } // namespace dlion::engine

@@ -1,15 +1,15 @@
 #pragma once
 
 #include "knowledge_transfer.h"
-#include "peer_exchange.h"
 #include "residual_top_k.h"
 #include "strategy.h"
 
+#include <set>
 #include <vector>
 
 namespace dlion::engine {
 
-class LinkEmulator;
+class Mailbox;
 
 // DLion (Hong & Chandra, HPDC 2021), each technique switchable:
 //
@@ -25,15 +25,29 @@ class LinkEmulator;
 //  dkt          direct knowledge transfer every dkt_period rounds and on
 //               "merge now": weaker replicas merge the best with dkt_alpha.
 //
+//
+// Rounds are kept by messages rather than collectives: each worker sends
+// every peer its round's payload (an empty one still carries its header,
+// which holds the sender's batch share and a merge request) and steps once
+// every peer's payload of round k - s has arrived (knob `staleness`, s,
+// default 0: fully synchronous); with s >= 1 a round's exchange overlaps
+// the next rounds' compute, which on WAN links hides their latency. No
+// agreement precedes a round: the step combines every payload that is in,
+// each once, weighted by the share its sender actually computed, so it is
+// the step over the global batch whatever each worker believed of the
+// others' rates. Synchronous by default, as in the paper: weighted dynamic
+// batching makes every worker's round equally long, so the wait is mostly
+// the links', and it keeps the replicas close and DKT's rounds agreed.
+//
 // Knobs: wdb, prioritized, dkt (bool, default true), min_share (default
 // batch_size/8), max_share (default 4 x batch_size), round_budget_s,
-// dkt_period (50), dkt_alpha (0.5), heldout_samples (500).
+// dkt_period (50), dkt_alpha (0.5), heldout_samples (500), staleness (0).
 class DlionStrategy : public Strategy {
 public:
-    DlionStrategy(const protocol::JobSpec &spec, Trainer &trainer, Comm &comm, const LinkEmulator &emulator);
+    DlionStrategy(const protocol::JobSpec &spec, Trainer &trainer, Mailbox &mailbox);
     std::int64_t localBatch(const RoundContext &ctx) override;
     void exchange(torch::Tensor &grad, RoundContext &ctx) override;
-    std::vector<double> incomingBandwidth() const override { return m_exchange.incomingBandwidth(); }
+    std::vector<double> incomingBandwidth() const override;
     void afterStep(RoundContext &ctx) override;
 
 private:
@@ -41,16 +55,18 @@ private:
     std::int64_t linkBudget(int peer, double roundSeconds, const RoundContext &ctx);
 
     Trainer &m_trainer;
-    Comm &m_comm;
+    Mailbox &m_mailbox;
     bool m_wdb, m_prioritized, m_dkt;
     std::int64_t m_batch, m_minShare, m_maxShare;
     double m_roundBudgetS;
     std::int64_t m_dktPeriod;
     KnowledgeTransfer m_transfer;
-    PeerExchange m_exchange;
     ResidualTopK m_topk;
     std::vector<std::int64_t> m_shares;
     std::vector<double> m_credit;  // per peer: entries earned, not yet sent
+    std::int64_t m_staleness;
+    std::set<std::int64_t> m_mergeRounds;  // rounds whose payloads asked for a merge
+    bool m_mergeNow = false;               // ... and one of them is due now
 };
 
 } // namespace dlion::engine

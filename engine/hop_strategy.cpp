@@ -1,46 +1,33 @@
 #include "hop_strategy.h"
 
-#include "comm.h"
+#include "mailbox.h"
+#include "sparse_codec.h"
 #include "strategy_options.h"
 #include "trainer.h"
 
 #include <algorithm>
-#include <limits>
 
 namespace dlion::engine {
 
-HopStrategy::HopStrategy(const protocol::JobSpec &spec, Trainer &trainer, Comm &comm, const LinkEmulator &emulator)
-    : m_trainer(trainer), m_comm(comm), m_batch(spec.batchSize), m_exchange(comm, emulator)
+HopStrategy::HopStrategy(const protocol::JobSpec &spec, Trainer &trainer, Mailbox &mailbox)
+    : m_trainer(trainer), m_mailbox(mailbox), m_batch(spec.batchSize)
 {
-    const StrategyOptions o(spec.strategyOptions, spec.strategy, {"backup", "topology"});
+    const StrategyOptions o(spec.strategyOptions, spec.strategy, {"staleness", "backup", "skip", "topology"});
+    m_staleness = int(o.number("staleness", 4, 0, 1000));
     m_backup = int(o.number("backup", 0, 0, 64));
+    m_skip = o.flag("skip", false);
     const QString topology = spec.strategyOptions.value("topology").toString(QStringLiteral("ring"));
     if (topology != QLatin1String("ring") && topology != QLatin1String("all"))
         throw EngineError("field \"strategy_options.topology\" must be \"ring\" or \"all\"");
-    m_ring = topology == QLatin1String("ring");
+    const int n = mailbox.world(), me = mailbox.rank();
+    for (int j = 0; j < n; ++j) {
+        const bool adjacent = topology == QLatin1String("all") || j == (me + 1) % n || j == (me + n - 1) % n;
+        if (j != me && adjacent)
+            m_neighbours.push_back(j);
+    }
 }
 
-std::vector<int> HopStrategy::inNeighbours(int worker, const std::vector<double> &bandwidth) const
-{
-    const int n = m_comm.world();
-    std::vector<int> nb;
-    for (int j = 0; j < n; ++j) {
-        const bool adjacent = !m_ring || j == (worker + 1) % n || j == (worker + n - 1) % n;
-        if (j != worker && adjacent)
-            nb.push_back(j);
-    }
-    // Backup workers: drop the slowest incoming links as measured by their
-    // receiver (deterministic, as every worker sees the same matrix, so all
-    // agree who sends to whom); a link not measured yet counts as fast.
-    auto rate = [&](int from) {
-        const double bps = bandwidth.empty() ? 0 : bandwidth[std::size_t(from * n + worker)];
-        return bps > 0 ? bps : std::numeric_limits<double>::infinity();
-    };
-    std::stable_sort(nb.begin(), nb.end(), [&](int a, int b) { return rate(a) > rate(b); });
-    const int keep = std::max<int>(1, int(nb.size()) - m_backup);
-    nb.resize(std::min<std::size_t>(nb.size(), std::size_t(keep)));
-    return nb;
-}
+std::vector<double> HopStrategy::incomingBandwidth() const { return m_mailbox.incomingBandwidth(); }
 
 void HopStrategy::exchange(torch::Tensor &, RoundContext &)
 {
@@ -49,33 +36,69 @@ void HopStrategy::exchange(torch::Tensor &, RoundContext &)
 
 void HopStrategy::afterStep(RoundContext &ctx)
 {
-    const int n = m_comm.world(), me = m_comm.rank();
-    if (n < 2)
+    const int n = m_mailbox.world();
+    if (m_neighbours.empty())
         return;
-    SparseGradient mine;
-    mine.length = m_trainer.parameterCount();
-    mine.values = m_trainer.flatParams().clone();
-    SparseGradient nothing;
-    nothing.length = mine.length;
-    nothing.values = torch::empty({0});
-    std::vector<SparseGradient> out(std::size_t(n), nothing);
-    for (int j = 0; j < n; ++j) {
-        const auto nb = inNeighbours(j, ctx.bandwidth);
-        if (j != me && std::find(nb.begin(), nb.end(), me) != nb.end())
-            out[std::size_t(j)] = mine;
-    }
-    const std::vector<SparseGradient> in = m_exchange.exchange(out, ctx.elapsedS);
-    const std::vector<int> nb = inNeighbours(me, ctx.bandwidth);
-    torch::NoGradGuard noGrad;
+    if (m_iteration < 0)
+        m_iteration = ctx.round;  // every member starts a group at the source's round
+    const std::int64_t k = m_iteration;
     auto &w = m_trainer.flatParams();
-    for (int j : nb)
-        in[std::size_t(j)].addTo(w, 1.0);
-    w.div_(double(nb.size() + 1));
+
+    SparseGradient mine;
+    mine.length = w.numel();
+    mine.values = w;
+    const torch::Tensor wire = sparse_codec::encode(mine);
+    for (int j : m_neighbours)
+        m_mailbox.send(j, Mailbox::Kind::Data, k, wire, ctx.elapsedS);
+
+    // The staleness bound, relaxed by the backups: deg - b neighbours at
+    // iteration k - s or later.
+    const int need = std::max<int>(0, int(m_neighbours.size()) - m_backup);
+    const std::int64_t oldest = k - m_staleness;
+    auto fresh = [&](const std::vector<std::int64_t> &latest) {
+        return int(std::count_if(m_neighbours.begin(), m_neighbours.end(),
+                                 [&](int j) { return latest[std::size_t(j)] >= oldest; }));
+    };
+    const bool ready = m_mailbox.waitUntil(Mailbox::Kind::Data, [&](const std::vector<std::int64_t> &latest) { return fresh(latest) >= need; },
+                                           ctx.keepWaiting);
+
+    // Each neighbour's newest update within the bound, used once; older
+    // ones in its queue are skipped.
+    std::vector<torch::Tensor> newest(static_cast<std::size_t>(n));
+    std::vector<std::int64_t> newestRound(std::size_t(n), -1);
+    for (auto &m : m_mailbox.take(Mailbox::Kind::Data)) {
+        if (m.round >= oldest && m.round >= newestRound[std::size_t(m.from)]) {
+            newestRound[std::size_t(m.from)] = m.round;
+            newest[std::size_t(m.from)] = m.payload;
+        }
+    }
+    if (ready) {
+        torch::NoGradGuard noGrad;
+        const double weight = 1.0 / double(m_neighbours.size() + 1);
+        int mixed = 0;
+        auto sum = torch::zeros_like(w);
+        for (int j : m_neighbours) {
+            if (!newest[std::size_t(j)].defined())
+                continue;
+            sparse_codec::decodeFor(newest[std::size_t(j)], w.numel()).addTo(sum, 1.0);
+            ++mixed;
+        }
+        w.mul_(1.0 - weight * mixed).add_(sum, weight);
+    }
+
     ctx.record->linkFraction.assign(std::size_t(n), 0.0);
-    for (int j = 0; j < n; ++j)
-        ctx.record->linkFraction[std::size_t(j)] = out[std::size_t(j)].values.numel() ? 1.0 : 0.0;
-    ctx.record->linkFraction[std::size_t(me)] = 0;
-    m_exchange.report(*ctx.record, ctx.bandwidth);
+    for (int j : m_neighbours)
+        ctx.record->linkFraction[std::size_t(j)] = 1.0;
+    m_mailbox.report(*ctx.record, ctx.bandwidth);
+
+    m_iteration = k + 1;
+    if (m_skip) {
+        const auto latest = m_mailbox.latestRounds(Mailbox::Kind::Data);
+        std::int64_t behind = latest[std::size_t(m_neighbours.front())];
+        for (int j : m_neighbours)
+            behind = std::min(behind, latest[std::size_t(j)]);
+        m_iteration = std::max(m_iteration, behind);
+    }
 }
 
 } // namespace dlion::engine

@@ -1,6 +1,8 @@
 #include "knowledge_transfer.h"
 
-#include "comm.h"
+#include "mailbox.h"
+#include "sparse_codec.h"
+#include "strategy.h"
 #include "trainer.h"
 
 #include <algorithm>
@@ -14,35 +16,59 @@ namespace {
 constexpr double kMaxModelTransferS = 5.0;
 } // namespace
 
-void KnowledgeTransfer::run(Trainer &trainer, Comm &comm, const std::vector<double> &bandwidth, std::int64_t round,
-                            double t, bool manual, const std::function<void(const protocol::MergeEvent &)> &emit)
+void KnowledgeTransfer::run(Trainer &trainer, Mailbox &mailbox, const RoundContext &ctx, bool manual)
 {
-    const int n = comm.world(), me = comm.rank();
+    const int n = mailbox.world(), me = mailbox.rank();
     if (n < 2)
         return;
-    const double mine = trainer.evaluateHeldOut(m_heldOut).accuracy();
-    auto scores = torch::zeros({n}, torch::kDouble);
-    scores.data_ptr<double>()[me] = mine;
-    comm.allreduceSum(scores);
-    const auto *s = scores.data_ptr<double>();
-    int best = 0;
-    for (int j = 1; j < n; ++j) {
-        if (s[j] > s[best])
-            best = j;
-    }
-    auto params = me == best ? trainer.flatParams().clone() : torch::empty_like(trainer.flatParams());
-    // The receivers are those whose link from the best worker, as measured,
-    // carries the model in time; a link not measured yet is not trusted.
-    // Every worker decides alike from the shared matrix.
-    std::vector<int> receivers;
+    auto heard = [&](Mailbox::Kind kind, int from) {
+        return mailbox.waitUntil(
+            kind,
+            [&](const std::vector<std::int64_t> &latest) {
+                for (int j = 0; j < n; ++j) {
+                    if (j != me && (from < 0 || j == from) && latest[std::size_t(j)] < ctx.round)
+                        return false;
+                }
+                return true;
+            },
+            ctx.keepWaiting);
+    };
+    std::vector<double> scores(std::size_t(n), 0.0);
+    scores[std::size_t(me)] = trainer.evaluateHeldOut(m_heldOut).accuracy();
     for (int j = 0; j < n; ++j) {
-        const double bps = bandwidth.empty() ? 0 : bandwidth[std::size_t(best * n + j)];
-        if (j != best && bps > 0 && double(params.numel() * 4) / bps <= kMaxModelTransferS)
-            receivers.push_back(j);
+        if (j != me)
+            mailbox.send(j, Mailbox::Kind::Score, ctx.round, Mailbox::packDoubles({scores[std::size_t(me)]}), ctx.elapsedS);
     }
-    if (!receivers.empty())
-        comm.broadcast(params, best, receivers);
-    if (me == best || mine >= s[best] || std::find(receivers.begin(), receivers.end(), me) == receivers.end())
+    if (!heard(Mailbox::Kind::Score, -1))
+        return;  // leaving the group
+    for (const auto &m : mailbox.take(Mailbox::Kind::Score)) {
+        const auto v = Mailbox::unpackDoubles(m.payload);
+        if (m.round == ctx.round && !v.empty())
+            scores[std::size_t(m.from)] = v[0];
+    }
+    const int best = int(std::max_element(scores.begin(), scores.end()) - scores.begin());
+    const auto &bandwidth = ctx.bandwidth;
+    if (me == best) {
+        const torch::Tensor model = sparse_codec::encode({torch::Tensor(), trainer.flatParams(), trainer.parameterCount(), 0});
+        for (int j = 0; j < n; ++j) {
+            if (j == me)
+                continue;
+            // A link not measured yet is not trusted with the model.
+            const double bps = bandwidth.empty() ? 0 : bandwidth[std::size_t(best * n + j)];
+            const bool carries = bps > 0 && double(model.numel() * 4) / bps <= kMaxModelTransferS;
+            mailbox.send(j, Mailbox::Kind::Model, ctx.round, carries ? model : torch::Tensor(), ctx.elapsedS);
+        }
+        return;
+    }
+    if (!heard(Mailbox::Kind::Model, best))
+        return;
+    torch::Tensor params;
+    for (const auto &m : mailbox.take(Mailbox::Kind::Model)) {
+        if (m.round == ctx.round && m.from == best && m.payload.numel() > 0)
+            params = sparse_codec::decodeFor(m.payload, trainer.parameterCount()).values;
+    }
+    const double mine = scores[std::size_t(me)];
+    if (!params.defined() || mine >= scores[std::size_t(best)])
         return;
     torch::NoGradGuard noGrad;
     merge(trainer.flatParams(), params, m_alpha);
@@ -52,17 +78,17 @@ void KnowledgeTransfer::run(Trainer &trainer, Comm &comm, const std::vector<doub
     // velocity would keep pushing the merged weights along the path the
     // merge just corrected.
     trainer.flatMomentum().mul_(1 - m_alpha);
-    if (emit) {
+    if (ctx.emitMerge) {
         protocol::MergeEvent e;
-        e.round = round;
-        e.t = t;
+        e.round = ctx.round;
+        e.t = ctx.elapsedS;
         e.from = best;
         e.to = me;
         e.scoreBefore = mine;
-        e.scoreFrom = s[best];
+        e.scoreFrom = scores[std::size_t(best)];
         e.alpha = m_alpha;
         e.manual = manual;
-        emit(e);
+        ctx.emitMerge(e);
     }
 }
 

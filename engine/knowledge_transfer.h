@@ -9,13 +9,16 @@
 
 namespace dlion::engine {
 
-class Comm;
+class Mailbox;
 class Trainer;
+struct RoundContext;
 
 // Direct knowledge transfer: workers score their replicas on the held-out
 // batch they all share; every worker weaker than the best one pulls its
 // parameters towards the best: w <- (1 - alpha) w + alpha w_best.
-// A collective: every worker calls run() in the same round.
+// Every worker calls run() in the same round: the scores go to every peer,
+// and the best worker sends each peer its model, or an empty message to a
+// peer that sits the merge out, so every worker knows what to wait for.
 class KnowledgeTransfer {
 public:
     KnowledgeTransfer(double alpha, std::int64_t heldOutSamples) : m_alpha(alpha), m_heldOut(heldOutSamples) {}
@@ -25,11 +28,10 @@ public:
         weights.mul_(1 - alpha).add_(best, alpha);
     }
 
-    // `bandwidth`: the shared n x n matrix of measured link rates (bytes/s);
-    // a worker whose link from the best one would take over 5 s to carry
-    // the model, or is not measured yet, sits the merge out.
-    void run(Trainer &trainer, Comm &comm, const std::vector<double> &bandwidth, std::int64_t round, double t, bool manual,
-             const std::function<void(const protocol::MergeEvent &)> &emit);
+    // A worker whose link from the best one would take over 5 s to carry
+    // the model, as measured (ctx.bandwidth, bytes/s), or is not measured
+    // yet, sits the merge out.
+    void run(Trainer &trainer, Mailbox &mailbox, const RoundContext &ctx, bool manual);
 
 private:
     double m_alpha;

@@ -105,6 +105,15 @@ SparseGradient decode(const torch::Tensor &wire)
     return g;
 }
 
+SparseGradient decodeFor(const torch::Tensor &wire, std::int64_t length)
+{
+    SparseGradient g = decode(wire);
+    if (g.length != length)
+        throw EngineError("received a gradient payload for " + std::to_string(g.length) + " parameters; this model has "
+                          + std::to_string(length));
+    return g;
+}
+
 } // namespace sparse_codec
 
 } // namespace dlion::engine

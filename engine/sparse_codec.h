@@ -36,6 +36,9 @@ inline constexpr std::int64_t kHeaderInts = 5;
 torch::Tensor encode(const SparseGradient &g);
 // Throws EngineError on a payload that is malformed or fails its checksum.
 SparseGradient decode(const torch::Tensor &wire);
+// decode() for a receiver whose vector has `length` entries: a payload
+// sized for another model is refused too.
+SparseGradient decodeFor(const torch::Tensor &wire, std::int64_t length);
 } // namespace sparse_codec
 
 } // namespace dlion::engine

@@ -14,11 +14,13 @@ namespace dlion::engine {
 
 class Comm;
 class LinkEmulator;
+class Mailbox;
 class Trainer;
 
-// What a strategy sees of the current round. `rates` and the flags come from
-// the control exchange at the top of the round, so every worker sees the same
-// values and can take the same decisions without further messages.
+// What a strategy sees of the current round. Under all-reduce `rates`,
+// `bandwidth` and the flags come from the control exchange at the top of
+// the round, so every worker sees the same values; under the others they
+// are the newest control rows that reached this worker.
 struct RoundContext {
     std::int64_t round = 0;
     double elapsedS = 0;
@@ -27,6 +29,9 @@ struct RoundContext {
     bool mergeRequested = false;    // a user asked for a knowledge-transfer merge
     protocol::RoundRecord *record = nullptr;              // this round's telemetry, to fill
     std::function<void(const protocol::MergeEvent &)> emitMerge;
+    // Strategies on a Mailbox call it while they wait for peers; false:
+    // stop waiting, the worker is leaving its group.
+    std::function<bool()> keepWaiting;
 };
 
 // A distributed training strategy: how much each worker computes and how
@@ -37,7 +42,10 @@ struct RoundContext {
 //   optimizer step
 //   afterStep()   -> model-level exchange (averaging, knowledge transfer)
 //
-// All collective calls must be made in the same order on every worker.
+// All-reduce makes its collective calls in the same order on every worker.
+// Every other strategy talks through the group's Mailbox and never makes
+// one: Gaia, Ako and Hop workers run at their own pace, and DLion waits
+// only for its peers' messages of the round.
 class Strategy {
 public:
     virtual ~Strategy() = default;
@@ -52,9 +60,13 @@ public:
     virtual std::vector<double> incomingBandwidth() const { return {}; }
 };
 
+// Whether the named strategy talks through a Mailbox (every one but all-reduce).
+bool exchangesMessages(const QString &strategy);
+
 // Builds the strategy named in spec.strategy; throws EngineError on an
-// unknown name or a bad knob in spec.strategyOptions.
+// unknown name or a bad knob in spec.strategyOptions. `mailbox` is the
+// group's when exchangesMessages(spec.strategy), else null.
 std::unique_ptr<Strategy> makeStrategy(const protocol::JobSpec &spec, Trainer &trainer, Comm &comm,
-                                       const LinkEmulator &emulator);
+                                       const LinkEmulator &emulator, Mailbox *mailbox);
 
 } // namespace dlion::engine

@@ -5,6 +5,7 @@
 #include "compute_pacer.h"
 #include "engine_error.h"
 #include "link_emulator.h"
+#include "mailbox.h"
 #include "rate_meter.h"
 #include "strategy.h"
 #include "trainer.h"
@@ -16,6 +17,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <deque>
+#include <limits>
 #include <numeric>
 #include <thread>
 
@@ -333,7 +336,9 @@ WorkerResult Worker::run()
         try {
             joinGroup(*comm, plan, trainer, emulator, progress);
             formed = true;
-            if (train(*comm, trainer, emulator, progress) == GroupEnd::Finished) {
+            const GroupEnd end = exchangesMessages(m_spec.strategy) ? trainByMessages(*comm, trainer, emulator, progress)
+                                                                 : train(*comm, trainer, emulator, progress);
+            if (end == GroupEnd::Finished) {
                 retire(std::move(comm));
                 break;
             }
@@ -372,19 +377,8 @@ WorkerResult Worker::run()
     return progress.result;
 }
 
-Worker::GroupEnd Worker::train(Comm &comm, Trainer &trainer, LinkEmulator &emulator, Progress &progress)
+protocol::EvalRecord Worker::evaluateGroup(Comm &comm, Trainer &trainer, Progress &progress, bool final)
 {
-    const int id = m_spec.rank;
-    const int rank = comm.rank();
-    const int world = comm.world();
-    const QList<int> members = m_plan.members;
-    auto strategy = makeStrategy(m_spec, trainer, comm, emulator);
-    ControlExchange control(comm);
-    ComputePacer pacer(m_spec.threads);
-    WorkerResult &result = progress.result;
-    const auto &budget = m_spec.budget;
-    auto elapsed = [&] { return progress.elapsed(); };
-
     // Every replica on the same test subset; at the end also the
     // parameter-averaged model, each rank scoring a 1/n shard of the subset
     // with it (only then: on real links the model crossing every link at
@@ -392,36 +386,109 @@ Worker::GroupEnd Worker::train(Comm &comm, Trainer &trainer, LinkEmulator &emula
     // experimenter's measurement, not training: its time is taken off the
     // training clock and its collectives are not paced, for every strategy
     // alike.
-    auto evaluate = [&](bool final) {
-        const double t = elapsed();
-        const auto started = Clock::now();
-        const EvalResult local = trainer.evaluate();
-        EvalResult shard;
-        if (final) {
-            torch::Tensor consensus = trainer.flatParams().clone();
-            comm.allreduceSum(consensus, Comm::Pace::Free);
-            consensus.div_(world);
-            shard = trainer.evaluateWith(consensus, rank, world);
-        }
-        auto all = torch::zeros({2 * world + 3}, torch::kDouble);
-        auto *s = all.data_ptr<double>();
-        s[rank] = local.accuracy();
-        s[world + rank] = local.loss();
-        s[2 * world] = double(shard.correct);
-        s[2 * world + 1] = double(shard.count);
-        comm.allreduceSum(all, Comm::Pace::Free);
-        protocol::EvalRecord e = evalRecord(id, result.rounds, t, local);
-        e.minAccuracy = *std::min_element(s, s + world);
-        e.maxAccuracy = *std::max_element(s, s + world);
-        e.globalAccuracy = std::accumulate(s, s + world, 0.0) / world;
-        e.globalLoss = std::accumulate(s + world, s + 2 * world, 0.0) / world;
-        e.consensusAccuracy = s[2 * world + 1] > 0 ? s[2 * world] / s[2 * world + 1] : 0;
-        e.samples = int(local.count);
-        e.final = final;
-        e.primary = rank == 0;
-        progress.pausedS += secondsSince(started);
-        return e;
-    };
+    const int rank = comm.rank(), world = comm.world();
+    const double t = progress.elapsed();
+    const auto started = Clock::now();
+    const EvalResult local = trainer.evaluate();
+    EvalResult shard;
+    if (final) {
+        torch::Tensor consensus = trainer.flatParams().clone();
+        comm.allreduceSum(consensus, Comm::Pace::Free);
+        consensus.div_(world);
+        shard = trainer.evaluateWith(consensus, rank, world);
+    }
+    auto all = torch::zeros({2 * world + 3}, torch::kDouble);
+    auto *s = all.data_ptr<double>();
+    s[rank] = local.accuracy();
+    s[world + rank] = local.loss();
+    s[2 * world] = double(shard.correct);
+    s[2 * world + 1] = double(shard.count);
+    comm.allreduceSum(all, Comm::Pace::Free);
+    protocol::EvalRecord e = evalRecord(m_spec.rank, progress.result.rounds, t, local);
+    e.minAccuracy = *std::min_element(s, s + world);
+    e.maxAccuracy = *std::max_element(s, s + world);
+    e.globalAccuracy = std::accumulate(s, s + world, 0.0) / world;
+    e.globalLoss = std::accumulate(s + world, s + 2 * world, 0.0) / world;
+    e.consensusAccuracy = s[2 * world + 1] > 0 ? s[2 * world] / s[2 * world + 1] : 0;
+    e.samples = int(local.count);
+    e.final = final;
+    e.primary = rank == 0;
+    progress.pausedS += secondsSince(started);
+    return e;
+}
+
+bool Worker::budgetSpent(const Progress &progress, double groupSamples, const Trainer &trainer) const
+{
+    const auto &budget = m_spec.budget;
+    return (budget.seconds > 0 && progress.elapsed() >= budget.seconds)
+        || (budget.maxRounds > 0 && progress.result.rounds >= budget.maxRounds)
+        || (budget.epochs > 0 && groupSamples >= budget.epochs * double(trainer.globalTrainSize()));
+}
+
+void Worker::runRound(Strategy &strategy, Trainer &trainer, LinkEmulator &emulator, Progress &progress,
+                      ComputePacer &pacer, RoundContext &ctx, const QList<int> &members)
+{
+    const int id = m_spec.rank;
+    WorkerResult &result = progress.result;
+    {
+        std::lock_guard lock(m_capMutex);
+        for (const auto &[peer, mbps] : m_pendingCaps)
+            emulator.setCap(id, peer, mbps);
+        m_pendingCaps.clear();
+    }
+    double scheduled = 1;
+    if (emulator.scheduledSlowdown(id, progress.lastScheduleT, progress.elapsed(), &scheduled))
+        m_slowdown = scheduled;
+    progress.lastScheduleT = progress.elapsed();
+
+    protocol::RoundRecord rec;
+    rec.worker = id;
+    rec.round = result.rounds;
+    ctx.round = result.rounds;
+    ctx.elapsedS = progress.elapsed();
+    ctx.record = &rec;
+
+    const std::int64_t batch = strategy.localBatch(ctx);
+    const double factor = m_slowdown;
+    pacer.begin();
+    rec.loss = trainer.computeGradient(batch);
+    const double computeS = pacer.end(factor);
+    progress.meter.add(double(batch), computeS);
+
+    const auto t1 = Clock::now();
+    strategy.exchange(trainer.flatGrad(), ctx);
+    rec.commS = secondsSince(t1);
+    trainer.step();
+    const auto t2 = Clock::now();
+    strategy.afterStep(ctx);
+    rec.commS += secondsSince(t2);
+
+    rec.t = progress.elapsed();
+    rec.batch = int(batch);
+    rec.share = double(batch) / double(m_spec.batchSize * int(members.size()));
+    rec.rate = progress.meter.rate();
+    rec.computeS = computeS;
+    rec.slowdown = factor;
+    if (m_spec.verifyReplicas)
+        rec.paramDigest = trainer.parameterDigest();
+    for (auto *v : {&rec.linkBytes, &rec.linkMbps, &rec.linkFraction})
+        toWorkerIds(*v, members, m_spec.world);
+    result.samples += batch;
+    ++result.rounds;
+    if (m_hooks.round)
+        m_hooks.round(rec);
+    maybeCheckpoint(trainer, progress);
+}
+
+Worker::GroupEnd Worker::train(Comm &comm, Trainer &trainer, LinkEmulator &emulator, Progress &progress)
+{
+    const int rank = comm.rank();
+    const int world = comm.world();
+    const QList<int> members = m_plan.members;
+    auto strategy = makeStrategy(m_spec, trainer, comm, emulator, nullptr);
+    ControlExchange control(comm);
+    ComputePacer pacer(m_spec.threads);
+    WorkerResult &result = progress.result;
 
     auto exchangeControl = [&] {
         double mine[ControlExchange::SlotCount] = {};
@@ -432,25 +499,11 @@ Worker::GroupEnd Worker::train(Comm &comm, Trainer &trainer, LinkEmulator &emula
         mine[ControlExchange::Merge] = m_merge.exchange(false) ? 1 : 0;
         mine[ControlExchange::Regroup] = m_regroupPending ? 1 : 0;
         if (rank == 0) {
-            const double t = elapsed();
-            const bool spent = (budget.seconds > 0 && t >= budget.seconds)
-                || (budget.maxRounds > 0 && result.rounds >= budget.maxRounds)
-                || (budget.epochs > 0 && control.sum(ControlExchange::Samples) >= budget.epochs * double(trainer.globalTrainSize()));
-            if (spent)
+            if (budgetSpent(progress, control.sum(ControlExchange::Samples), trainer))
                 mine[ControlExchange::Stop] = 1;
-            mine[ControlExchange::Eval] = t - progress.lastEvalT >= m_spec.evalIntervalS ? 1 : 0;
+            mine[ControlExchange::Eval] = progress.elapsed() - progress.lastEvalT >= m_spec.evalIntervalS ? 1 : 0;
         }
         control.exchange(mine, strategy->incomingBandwidth());
-    };
-
-    // Merge events name workers by id.
-    auto emitMerge = [&](const protocol::MergeEvent &m) {
-        if (!m_hooks.merge)
-            return;
-        protocol::MergeEvent byId = m;
-        byId.from = members.value(m.from, m.from);
-        byId.to = members.value(m.to, m.to);
-        m_hooks.merge(byId);
     };
 
     setState("running");
@@ -474,11 +527,11 @@ Worker::GroupEnd Worker::train(Comm &comm, Trainer &trainer, LinkEmulator &emula
             continue;
         }
         if (control.at(0, ControlExchange::Eval) > 0) {
-            protocol::EvalRecord e = evaluate(false);
-            progress.lastEvalT = elapsed();
+            protocol::EvalRecord e = evaluateGroup(comm, trainer, progress, false);
+            progress.lastEvalT = progress.elapsed();
             // Every worker sees the same global accuracy: stop together,
             // before another step moves the model away from it.
-            e.final = budget.targetAccuracy > 0 && e.globalAccuracy >= budget.targetAccuracy;
+            e.final = m_spec.budget.targetAccuracy > 0 && e.globalAccuracy >= m_spec.budget.targetAccuracy;
             if (m_hooks.eval)
                 m_hooks.eval(e);
             if (e.final) {
@@ -487,68 +540,273 @@ Worker::GroupEnd Worker::train(Comm &comm, Trainer &trainer, LinkEmulator &emula
             }
         }
 
-        {
-            std::lock_guard lock(m_capMutex);
-            for (const auto &[peer, mbps] : m_pendingCaps)
-                emulator.setCap(id, peer, mbps);
-            m_pendingCaps.clear();
-        }
-        double scheduled = 1;
-        if (emulator.scheduledSlowdown(id, progress.lastScheduleT, elapsed(), &scheduled))
-            m_slowdown = scheduled;
-        progress.lastScheduleT = elapsed();
-
-        protocol::RoundRecord rec;
-        rec.worker = id;
-        rec.round = result.rounds;
         RoundContext ctx;
-        ctx.round = result.rounds;
-        ctx.elapsedS = elapsed();
         ctx.mergeRequested = control.any(ControlExchange::Merge);
-        ctx.record = &rec;
-        ctx.emitMerge = emitMerge;
+        ctx.emitMerge = mergeHook(members);
         for (int w = 0; w < world; ++w)
             ctx.rates.push_back(control.at(w, ControlExchange::Rate));
         ctx.bandwidth = control.bandwidth();
-
-        const std::int64_t batch = strategy->localBatch(ctx);
-        const double factor = m_slowdown;
-        pacer.begin();
-        rec.loss = trainer.computeGradient(batch);
-        const double computeS = pacer.end(factor);
-        progress.meter.add(double(batch), computeS);
-
-        const auto t1 = Clock::now();
-        strategy->exchange(trainer.flatGrad(), ctx);
-        rec.commS = secondsSince(t1);
-        trainer.step();
-        const auto t2 = Clock::now();
-        strategy->afterStep(ctx);
-        rec.commS += secondsSince(t2);
-
-        rec.t = elapsed();
-        rec.batch = int(batch);
-        rec.share = double(batch) / double(m_spec.batchSize * world);
-        rec.rate = progress.meter.rate();
-        rec.computeS = computeS;
-        rec.slowdown = factor;
-        if (m_spec.verifyReplicas)
-            rec.paramDigest = trainer.parameterDigest();
-        for (auto *v : {&rec.linkBytes, &rec.linkMbps, &rec.linkFraction})
-            toWorkerIds(*v, members, m_spec.world);
-        result.samples += batch;
-        ++result.rounds;
-        if (m_hooks.round)
-            m_hooks.round(rec);
-        maybeCheckpoint(trainer, progress);
+        runRound(*strategy, trainer, emulator, progress, pacer, ctx, members);
     }
+    return finish(comm, trainer, progress);
+}
 
-    if (!result.finalEval.final) {
-        result.finalEval = evaluate(true);
+std::function<void(const protocol::MergeEvent &)> Worker::mergeHook(const QList<int> &members) const
+{
+    return [this, members](const protocol::MergeEvent &m) {
+        if (!m_hooks.merge)
+            return;
+        protocol::MergeEvent byId = m;
+        byId.from = members.value(m.from, m.from);
+        byId.to = members.value(m.to, m.to);
+        m_hooks.merge(byId);
+    };
+}
+
+Worker::GroupEnd Worker::finish(Comm &comm, Trainer &trainer, Progress &progress)
+{
+    if (!progress.result.finalEval.final) {
+        progress.result.finalEval = evaluateGroup(comm, trainer, progress, true);
         if (m_hooks.eval)
-            m_hooks.eval(result.finalEval);
+            m_hooks.eval(progress.result.finalEval);
     }
     return GroupEnd::Finished;
+}
+
+namespace {
+
+// A message-passing group's control row, sent to every peer at least every
+// kControlPeriodS: what all-reduce's ControlExchange agrees on each round.
+// AStop ends the group's training for all (a stop request, the target,
+// the epoch budget); ADone says this worker has spent its own time or
+// rounds budget and waits for the others to spend theirs: every worker
+// gets the same training time, whatever its peers' evaluations cost.
+enum AsyncSlot { ARate, ASamples, AStop, ADone, ARegroup, ASlotCount };
+constexpr double kControlPeriodS = 0.25;
+
+// Rank 0's view of the replicas' evaluations: each worker scores its
+// replica when its own clock passes a multiple of the interval and sends
+// (index, accuracy, loss); an index is reported once every replica has
+// reached it.
+class EvalCollector {
+public:
+    explicit EvalCollector(int world) : m_byRank(std::size_t(world)) {}
+
+    void add(int rank, std::int64_t index, double accuracy, double loss, double t)
+    {
+        auto &q = m_byRank[std::size_t(rank)];
+        q.push_back({index, accuracy, loss, t});
+        if (q.size() > 64)
+            q.pop_front();
+    }
+    // Mean, min and max over the replicas' first evaluations at or after
+    // the newest index that all have reached, once per index; its time is
+    // the latest of theirs, so time to accuracy is never early.
+    bool next(protocol::EvalRecord &e)
+    {
+        std::int64_t reached = std::numeric_limits<std::int64_t>::max();
+        for (const auto &q : m_byRank)
+            reached = std::min(reached, q.empty() ? -1 : q.back().index);
+        if (reached <= m_reported)
+            return false;
+        m_reported = reached;
+        double sumAcc = 0, sumLoss = 0;
+        e.minAccuracy = 1;
+        e.maxAccuracy = 0;
+        e.t = 0;
+        for (const auto &q : m_byRank) {
+            const auto it = std::find_if(q.begin(), q.end(), [&](const Entry &x) { return x.index >= reached; });
+            sumAcc += it->accuracy;
+            sumLoss += it->loss;
+            e.minAccuracy = std::min(e.minAccuracy, it->accuracy);
+            e.maxAccuracy = std::max(e.maxAccuracy, it->accuracy);
+            e.t = std::max(e.t, it->t);
+        }
+        e.globalAccuracy = sumAcc / double(m_byRank.size());
+        e.globalLoss = sumLoss / double(m_byRank.size());
+        return true;
+    }
+
+private:
+    struct Entry {
+        std::int64_t index;
+        double accuracy, loss, t;
+    };
+    std::vector<std::deque<Entry>> m_byRank;
+    std::int64_t m_reported = -1;
+};
+
+} // namespace
+
+Worker::GroupEnd Worker::trainByMessages(Comm &comm, Trainer &trainer, LinkEmulator &emulator, Progress &progress)
+{
+    const int rank = comm.rank();
+    const int world = comm.world();
+    const QList<int> members = m_plan.members;
+    Mailbox mailbox(comm, emulator);
+    auto strategy = makeStrategy(m_spec, trainer, comm, emulator, &mailbox);
+    ComputePacer pacer(m_spec.threads);
+    WorkerResult &result = progress.result;
+    const double interval = m_spec.evalIntervalS;
+
+    std::vector<std::vector<double>> rows(std::size_t(world), std::vector<double>(ASlotCount + world, 0.0));
+    bool targetReached = false;
+    auto lastControl = Clock::now();
+    auto myRow = [&] {
+        std::vector<double> row(ASlotCount, 0.0);
+        row[ARate] = progress.meter.rate();
+        row[ASamples] = double(result.samples);
+        double groupSamples = 0;
+        for (int r = 0; r < world; ++r)
+            groupSamples += r == rank ? row[ASamples] : rows[std::size_t(r)][ASamples];
+        const auto &budget = m_spec.budget;
+        row[AStop] = m_stop || targetReached
+                || (budget.epochs > 0 && groupSamples >= budget.epochs * double(trainer.globalTrainSize()))
+            ? 1
+            : 0;
+        row[ADone] = (budget.seconds > 0 && progress.elapsed() >= budget.seconds)
+                || (budget.maxRounds > 0 && result.rounds >= budget.maxRounds)
+            ? 1
+            : 0;
+        row[ARegroup] = m_regroupPending ? 1 : 0;
+        const std::vector<double> incoming = strategy->incomingBandwidth();
+        row.insert(row.end(), incoming.begin(), incoming.end());
+        row.resize(std::size_t(ASlotCount + world), 0.0);
+        return row;
+    };
+    auto sendControl = [&] {
+        rows[std::size_t(rank)] = myRow();
+        const torch::Tensor words = Mailbox::packDoubles(rows[std::size_t(rank)]);
+        for (int j = 0; j < world; ++j) {
+            if (j != rank)
+                mailbox.send(j, Mailbox::Kind::Control, result.rounds, words, progress.elapsed());
+        }
+        lastControl = Clock::now();
+    };
+    EvalCollector evals(world);
+    double ownAccuracy = 0, ownLoss = 0;  // rank 0's replica at its last evaluation
+    auto absorb = [&] {
+        for (const auto &m : mailbox.take(Mailbox::Kind::Control)) {
+            auto row = Mailbox::unpackDoubles(m.payload);
+            row.resize(std::size_t(ASlotCount + world), 0.0);
+            rows[std::size_t(m.from)] = std::move(row);
+        }
+        for (const auto &m : mailbox.take(Mailbox::Kind::Eval)) {
+            const auto v = Mailbox::unpackDoubles(m.payload);
+            if (v.size() == 3)
+                evals.add(m.from, m.round, v[0], v[1], v[2]);
+        }
+    };
+    auto anyPeer = [&](AsyncSlot slot) {
+        return std::any_of(rows.begin(), rows.end(), [&](const std::vector<double> &r) { return r[slot] > 0; });
+    };
+    auto allDone = [&] {
+        return std::all_of(rows.begin(), rows.end(), [&](const std::vector<double> &r) { return r[ADone] > 0; });
+    };
+    auto leaving = [&] {
+        rows[std::size_t(rank)] = myRow();
+        return anyPeer(AStop) || anyPeer(ARegroup) || allDone() || mailbox.anyPeerClosed();
+    };
+    // While a strategy waits for peers: keep the control rows flowing (they
+    // are also the receivers' sign of life) and give up when leaving.
+    auto keepWaiting = [&] {
+        absorb();
+        if (secondsSince(lastControl) >= kControlPeriodS)
+            sendControl();
+        return !leaving();
+    };
+    auto evaluateReplica = [&] {
+        const auto started = Clock::now();
+        const double t = progress.elapsed();
+        const std::int64_t index = std::int64_t(t / interval);
+        const EvalResult local = trainer.evaluate();
+        progress.lastEvalT = double(index) * interval;
+        protocol::EvalRecord e = evalRecord(m_spec.rank, result.rounds, t, local);
+        e.samples = int(local.count);
+        if (rank == 0) {
+            evals.add(0, index, local.accuracy(), local.loss(), t);
+            ownAccuracy = local.accuracy();
+            ownLoss = local.loss();
+        } else {
+            mailbox.send(0, Mailbox::Kind::Eval, index, Mailbox::packDoubles({local.accuracy(), local.loss(), t}),
+                         progress.elapsed());
+            e.globalAccuracy = e.minAccuracy = e.maxAccuracy = e.accuracy;
+            e.globalLoss = e.loss;
+            if (m_hooks.eval)
+                m_hooks.eval(e);
+        }
+        progress.pausedS += secondsSince(started);
+    };
+    // Rank 0 reports the group's figures for each evaluation index.
+    auto reportEvals = [&] {
+        protocol::EvalRecord e = evalRecord(m_spec.rank, result.rounds, 0, EvalResult{});
+        if (rank != 0 || !evals.next(e))
+            return;
+        e.accuracy = ownAccuracy;
+        e.loss = ownLoss;
+        e.primary = true;
+        targetReached = m_spec.budget.targetAccuracy > 0 && e.globalAccuracy >= m_spec.budget.targetAccuracy;
+        if (m_hooks.eval)
+            m_hooks.eval(e);
+    };
+
+    setState("running");
+    sendControl();
+    // Bounded by the budget, which the job spec guarantees is set: every
+    // worker leaves when its own budget is spent or a peer's row says stop.
+    while (!leaving()) {
+        mailbox.check();
+        const bool done = rows[std::size_t(rank)][ADone] > 0;
+        if (m_pause || done) {
+            setState(done ? "waiting" : "paused");
+            const auto pauseStart = Clock::now();
+            while ((m_pause || done) && !leaving()) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(100));
+                keepWaiting();
+                mailbox.check();
+            }
+            // A worker whose budget is spent stops its clock too.
+            progress.pausedS += secondsSince(pauseStart);
+            if (!done)
+                setState("running");
+            continue;
+        }
+        if (progress.elapsed() - progress.lastEvalT >= interval)
+            evaluateReplica();
+
+        RoundContext ctx;
+        ctx.keepWaiting = keepWaiting;
+        ctx.mergeRequested = m_merge.exchange(false);
+        ctx.emitMerge = mergeHook(members);
+        for (int w = 0; w < world; ++w)
+            ctx.rates.push_back(rows[std::size_t(w)][ARate]);
+        ctx.rates[std::size_t(rank)] = progress.meter.rate();
+        ctx.bandwidth.assign(std::size_t(world * world), 0.0);
+        for (int j = 0; j < world; ++j) {
+            for (int i = 0; i < world; ++i)
+                ctx.bandwidth[std::size_t(i * world + j)] = rows[std::size_t(j)][std::size_t(ASlotCount + i)];
+        }
+        runRound(*strategy, trainer, emulator, progress, pacer, ctx, members);
+        absorb();
+        reportEvals();
+        if (secondsSince(lastControl) >= kControlPeriodS)
+            sendControl();
+    }
+
+    // The last row says why this worker leaves; after the Bye handshake
+    // every worker holds every peer's last row, so all take the same
+    // decision: finish if any says stop, else re-form the group.
+    sendControl();
+    mailbox.close();
+    absorb();
+    reportEvals();
+    rows[std::size_t(rank)] = myRow();
+    const bool finished = anyPeer(AStop) || allDone();
+    if (!finished && anyPeer(ARegroup))
+        return GroupEnd::Regroup;
+    if (!finished)
+        throw GroupBrokenError("a peer left the group without saying why");
+    return finish(comm, trainer, progress);
 }
 
 } // namespace dlion::engine

@@ -18,8 +18,11 @@ namespace dlion::engine {
 
 class Checkpointer;
 class Comm;
+class ComputePacer;
 class LinkEmulator;
+class Strategy;
 class Trainer;
+struct RoundContext;
 
 // Callbacks from the training thread. They run on that thread and must be
 // quick and thread-safe (the agent queues them for its event loop).
@@ -27,7 +30,8 @@ struct WorkerHooks {
     std::function<void(const protocol::RoundRecord &)> round;
     std::function<void(const protocol::EvalRecord &)> eval;
     std::function<void(const protocol::MergeEvent &)> merge;
-    // loading, rendezvous, running, paused, regrouping
+    // loading, rendezvous, running, paused, waiting (its budget spent, for
+    // its peers to spend theirs), regrouping
     std::function<void(const QString &state)> state;
     // A problem training goes on despite (a failed checkpoint write).
     std::function<void(const QString &message)> warning;
@@ -46,9 +50,12 @@ struct WorkerResult {
 
 // One worker of a distributed job: loads its data partition, joins the
 // group, and trains round by round under the job's strategy until the budget
-// is spent or a stop is requested. Every stop, pause and merge is agreed by
-// all workers through a small all-reduce at the top of each round, so they
-// leave every collective in step. The request methods are thread-safe.
+// is spent or a stop is requested. Under all-reduce every stop, pause and
+// merge is agreed by all workers through a small all-reduce at the top of
+// each round, so they leave every collective in step. Under the other
+// strategies control rows travel as messages beside the strategy's own
+// and no round waits on a collective (see trainByMessages). The request
+// methods are thread-safe.
 //
 // The group is elastic. When a peer dies, every collective fails within
 // the timeout (or at once, on an abort); the worker then waits for the
@@ -84,7 +91,22 @@ private:
     std::unique_ptr<Comm> makeComm(const protocol::GroupPlan &plan);
     void joinGroup(Comm &comm, const protocol::GroupPlan &plan, Trainer &trainer, LinkEmulator &emulator,
                    Progress &progress);
+    // All-reduce: every round starts with the control all-reduce.
     GroupEnd train(Comm &comm, Trainer &trainer, LinkEmulator &emulator, Progress &progress);
+    // Every other strategy: control rows travel through the Mailbox, and
+    // no call waits on a collective until the final evaluation.
+    GroupEnd trainByMessages(Comm &comm, Trainer &trainer, LinkEmulator &emulator, Progress &progress);
+    // One round: compute, the strategy's exchange, the step, telemetry.
+    void runRound(Strategy &strategy, Trainer &trainer, LinkEmulator &emulator, Progress &progress, ComputePacer &pacer,
+                  RoundContext &ctx, const QList<int> &members);
+    // The collective evaluation of every replica (and, when final, of the
+    // parameter average).
+    protocol::EvalRecord evaluateGroup(Comm &comm, Trainer &trainer, Progress &progress, bool final);
+    // The final evaluation, unless the target's evaluation already was.
+    GroupEnd finish(Comm &comm, Trainer &trainer, Progress &progress);
+    bool budgetSpent(const Progress &progress, double groupSamples, const Trainer &trainer) const;
+    // Reports a strategy's merge, naming workers by id.
+    std::function<void(const protocol::MergeEvent &)> mergeHook(const QList<int> &members) const;
     // Blocks until a plan newer than the current generation arrives; nullopt
     // when a stop is requested first. Throws EngineError after the wait.
     std::optional<protocol::GroupPlan> awaitPlan(const std::string &why);

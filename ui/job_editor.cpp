@@ -79,7 +79,8 @@ JobEditor::JobEditor(QWidget *parent) : QWidget(parent)
                 {"budget.max_rounds", m_maxRounds}, {"strategy_options.dkt_period", m_dktPeriod},
                 {"strategy_options.dkt_alpha", m_dktAlpha}, {"strategy_options.threshold", m_gaiaThreshold},
                 {"strategy_options.partitions", m_akoPartitions}, {"strategy_options.backup", m_hopBackup},
-                {"strategy_options.topology", m_hopTopology},
+                {"strategy_options.topology", m_hopTopology}, {"strategy_options.staleness", m_hopStaleness},
+                {"strategy_options.skip", m_hopSkip},
                 {"checkpoint.dir", m_checkpointDir}, {"checkpoint.interval_s", m_checkpointInterval},
                 {"checkpoint.keep", m_checkpointKeep}, {"resume_from", m_resumeFrom}};
     for (auto it = m_fields.cbegin(); it != m_fields.cend(); ++it) {
@@ -215,6 +216,9 @@ QWidget *JobEditor::buildStrategyGroup()
     m_dktAlpha->setPrefix(tr("α = "));
     m_dktAlpha->setSingleStep(0.05);
     m_dktAlpha->setToolTip(tr("Merge weight: w ← (1−α)·w + α·w_best"));
+    m_dlionStaleness = intSpin(dlion, 0, 64, 0, tr(" rounds"));
+    m_dlionStaleness->setToolTip(tr("Rounds a worker may run ahead of the payloads it steps with "
+                                    "(0: fully synchronous; more hides WAN latency)"));
     connect(m_dkt, &QCheckBox::toggled, m_dktPeriod, &QWidget::setEnabled);
     connect(m_dkt, &QCheckBox::toggled, m_dktAlpha, &QWidget::setEnabled);
     auto *dlionForm = new QFormLayout(dlion);
@@ -223,6 +227,7 @@ QWidget *JobEditor::buildStrategyGroup()
     dlionForm->addRow(m_dkt);
     dlionForm->addRow(tr("DKT &period:"), m_dktPeriod);
     dlionForm->addRow(tr("DKT &weight:"), m_dktAlpha);
+    dlionForm->addRow(tr("&Staleness bound:"), m_dlionStaleness);
 
     auto *allreduce = new QLabel(tr("Dense synchronous all-reduce of equal batches; no knobs."), m_knobs);
     allreduce->setWordWrap(true);
@@ -241,13 +246,17 @@ QWidget *JobEditor::buildStrategyGroup()
 
     auto *hop = new QWidget(m_knobs);
     m_hopBackup = intSpin(hop, 0, 64, 0, tr(" workers"));
-    m_hopBackup->setToolTip(tr("Backup workers: proceed after the fastest n − b neighbours"));
-    // Hop's staleness bound needs asynchronous rounds, which the engine
-    // does not run yet (it refuses the knob): no field for it.
+    m_hopBackup->setToolTip(tr("Backup workers: proceed once n − b neighbours are within the staleness bound"));
+    m_hopStaleness = intSpin(hop, 0, 1000, 4, tr(" rounds"));
+    m_hopStaleness->setToolTip(tr("A worker may run at most this many rounds ahead of its slowest neighbour"));
+    m_hopSkip = new QCheckBox(tr("Iteration skipping"), hop);
+    m_hopSkip->setToolTip(tr("A worker behind all its neighbours jumps to their iteration"));
     m_hopTopology = combo(hop, {{tr("Ring (two neighbours)"), "ring"}, {tr("All (every other worker)"), "all"}});
     m_hopTopology->setToolTip(tr("Whose models each worker averages with"));
     auto *hopForm = new QFormLayout(hop);
+    hopForm->addRow(tr("&Staleness bound:"), m_hopStaleness);
     hopForm->addRow(tr("&Backup workers:"), m_hopBackup);
+    hopForm->addRow(m_hopSkip);
     hopForm->addRow(tr("&Topology:"), m_hopTopology);
 
     for (QWidget *page : {dlion, static_cast<QWidget *>(allreduce), gaia, ako, hop})
@@ -268,13 +277,17 @@ QJsonObject JobEditor::strategyOptions() const
                 {"prioritized", m_prioritized->isChecked()},
                 {"dkt", m_dkt->isChecked()},
                 {"dkt_period", m_dktPeriod->value()},
-                {"dkt_alpha", m_dktAlpha->value()}};
+                {"dkt_alpha", m_dktAlpha->value()},
+                {"staleness", m_dlionStaleness->value()}};
     if (s == QLatin1String("gaia"))
         return {{"threshold", m_gaiaThreshold->value() / 100.0}};
     if (s == QLatin1String("ako") && m_akoPartitions->value() > 0)
         return {{"partitions", m_akoPartitions->value()}};
     if (s == QLatin1String("hop")) {
-        return {{"backup", m_hopBackup->value()}, {"topology", m_hopTopology->currentData().toString()}};
+        return {{"staleness", m_hopStaleness->value()},
+                {"backup", m_hopBackup->value()},
+                {"skip", m_hopSkip->isChecked()},
+                {"topology", m_hopTopology->currentData().toString()}};
     }
     return {};
 }
@@ -286,6 +299,9 @@ void JobEditor::setStrategyOptions(const QJsonObject &o)
     m_dkt->setChecked(o.value("dkt").toBool(true));
     m_dktPeriod->setValue(o.value("dkt_period").toInt(50));
     m_dktAlpha->setValue(o.value("dkt_alpha").toDouble(0.5));
+    m_dlionStaleness->setValue(o.value("staleness").toInt(0));
+    m_hopStaleness->setValue(o.value("staleness").toInt(4));
+    m_hopSkip->setChecked(o.value("skip").toBool(false));
     m_gaiaThreshold->setValue(100.0 * o.value("threshold").toDouble(0.01));
     m_akoPartitions->setValue(o.value("partitions").toInt(0));
     m_hopBackup->setValue(o.value("backup").toInt(0));

@@ -51,8 +51,8 @@ private:
     QSpinBox *m_batch, *m_maxRounds, *m_seed, *m_evalSamples, *m_checkpointKeep;
     QDoubleSpinBox *m_checkpointInterval;
     QStackedWidget *m_knobs;
-    QCheckBox *m_wdb, *m_prioritized, *m_dkt;
-    QSpinBox *m_dktPeriod, *m_akoPartitions, *m_hopBackup;
+    QCheckBox *m_wdb, *m_prioritized, *m_dkt, *m_hopSkip;
+    QSpinBox *m_dktPeriod, *m_dlionStaleness, *m_akoPartitions, *m_hopBackup, *m_hopStaleness;
     QDoubleSpinBox *m_dktAlpha, *m_gaiaThreshold;
     QHash<QString, QWidget *> m_fields;  // job key -> input
 };

@@ -3,6 +3,7 @@
 // refuses a knob it does not know (as it once did Hop's "staleness").
 #include <job_editor.h>
 
+#include <QCheckBox>
 #include <QComboBox>
 #include <QDir>
 #include <QDoubleSpinBox>
@@ -55,7 +56,7 @@ void TestJobEditor::knobsReachTheEngine_data()
     QTest::newRow("dlion") << "dlion" << Set([](ui::JobEditor &e) {
         fieldAs<QSpinBox>(e, "strategy_options.dkt_period")->setValue(3);
         fieldAs<QDoubleSpinBox>(e, "strategy_options.dkt_alpha")->setValue(0.3);
-    }) << QJsonObject{{"dkt_period", 3}, {"dkt_alpha", 0.3}};
+    }) << QJsonObject{{"dkt_period", 3}, {"dkt_alpha", 0.3}, {"staleness", 0}};
     QTest::newRow("allreduce") << "allreduce" << Set([](ui::JobEditor &) {}) << QJsonObject{};
     QTest::newRow("gaia") << "gaia" << Set([](ui::JobEditor &e) {
         fieldAs<QDoubleSpinBox>(e, "strategy_options.threshold")->setValue(2);
@@ -65,8 +66,10 @@ void TestJobEditor::knobsReachTheEngine_data()
     }) << QJsonObject{{"partitions", 4}};
     QTest::newRow("hop") << "hop" << Set([](ui::JobEditor &e) {
         fieldAs<QSpinBox>(e, "strategy_options.backup")->setValue(1);
+        fieldAs<QSpinBox>(e, "strategy_options.staleness")->setValue(2);
+        fieldAs<QCheckBox>(e, "strategy_options.skip")->setChecked(true);
         select(e, "strategy_options.topology", "all");
-    }) << QJsonObject{{"backup", 1}, {"topology", "all"}};
+    }) << QJsonObject{{"backup", 1}, {"staleness", 2}, {"skip", true}, {"topology", "all"}};
 }
 
 void TestJobEditor::knobsReachTheEngine()

@@ -38,6 +38,8 @@ private Q_SLOTS:
     void dlionAdaptsToSlowWorkersAndMergesOnRequest();
     void baselinesTrain_data();
     void baselinesTrain();
+    void asynchronousWorkersRunAtTheirOwnPace_data();
+    void asynchronousWorkersRunAtTheirOwnPace();
     void badKnobFailsWithFieldName();
 };
 
@@ -106,6 +108,53 @@ void TestStrategies::baselinesTrain()
     const auto e = run.session->data().lastGlobalEval();
     QVERIFY2(e->globalAccuracy >= 0.75, qPrintable(QString::number(e->globalAccuracy)));
     QVERIFY(run.session->data().totalBytesSent() > 0);
+}
+
+void TestStrategies::asynchronousWorkersRunAtTheirOwnPace_data()
+{
+    QTest::addColumn<QString>("strategy");
+    QTest::addColumn<QJsonObject>("options");
+    QTest::addColumn<double>("minRatio");  // the fast worker's rounds over the slow one's, at least
+    QTest::addColumn<int>("maxLead");      // the fast worker's rounds minus the slow one's, at most (-1: any)
+    QTest::newRow("gaia") << "gaia" << QJsonObject{} << 2.5 << -1;
+    QTest::newRow("ako") << "ako" << QJsonObject{} << 2.5 << -1;
+    QTest::newRow("hop, staleness 3") << "hop" << QJsonObject{{"staleness", 3}} << 0.0 << 4;
+    QTest::newRow("hop, staleness 3, skipping") << "hop" << QJsonObject{{"staleness", 3}, {"skip", true}} << 1.5 << -1;
+    QTest::newRow("allreduce (lock-step)") << "allreduce" << QJsonObject{} << 0.0 << 1;
+}
+
+void TestStrategies::asynchronousWorkersRunAtTheirOwnPace()
+{
+    // Two workers, one 4x slower: an asynchronous worker does as many rounds
+    // as its speed allows; Hop's bound holds the fast one within s rounds
+    // of the slow one unless the slow one skips; all-reduce is lock-step.
+    QFETCH(QString, strategy);
+    QFETCH(QJsonObject, options);
+    QFETCH(double, minRatio);
+    QFETCH(int, maxLead);
+    protocol::JobSpec job;
+    job.strategy = strategy;
+    job.model = "mlp";
+    job.dataset = "fashion-mnist";
+    job.slowdown = {1, 4};
+    job.evalIntervalS = 2;
+    job.evalSamples = 1000;
+    job.budget.seconds = 8;
+    job.strategyOptions = options;
+    test::LocalRun run;
+    QVERIFY(run.start(job, 2));
+    QVERIFY(run.waitFinished(120000));
+    QVERIFY2(run.ok, qPrintable(run.message));
+    const core::RunData &d = run.session->data();
+    const auto fast = d.rounds(0).size(), slow = d.rounds(1).size();
+    const QString counts = QString("rounds: fast worker %1, slow worker %2").arg(fast).arg(slow);
+    qInfo("%s", qPrintable(counts));
+    QVERIFY2(slow > 10, qPrintable(counts));
+    QVERIFY2(double(fast) >= minRatio * double(slow), qPrintable(counts));
+    if (maxLead >= 0)
+        QVERIFY2(fast - slow <= maxLead, qPrintable(counts));
+    // Every strategy's evaluations reach the record, and training learned.
+    QVERIFY2(d.lastGlobalEval()->globalAccuracy > 0.6, qPrintable(QString::number(d.lastGlobalEval()->globalAccuracy)));
 }
 
 void TestStrategies::badKnobFailsWithFieldName()

@@ -1,0 +1,360 @@
+#include "mailbox.h"
+
+#include "comm.h"
+#include "engine_error.h"
+#include "link_emulator.h"
+#include "link_pacer.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+namespace dlion::engine {
+
+namespace {
+constexpr int kTagHeader = 11;
+constexpr int kTagBody = 12;
+// Header: kind, round, payload words, the strategy's word.
+constexpr std::int64_t kHeaderWords = 4;
+constexpr double kHeaderBytes = kHeaderWords * 8;
+// The largest payload a header may announce (1 GiB): a bigger one is a
+// corrupted frame, not a model.
+constexpr std::int64_t kMaxWords = std::int64_t(1) << 28;
+// Bodies below this say more about latency than bandwidth...
+constexpr double kMinEstimateBytes = 16 * 1024;
+// ...unless they took this long: then the link's rate dominates (a link cut
+// to a trickle only ever carries small payloads).
+constexpr double kMinEstimateS = 0.25;
+
+using Clock = std::chrono::steady_clock;
+Clock::duration seconds(double s) { return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s)); }
+} // namespace
+
+Mailbox::Mailbox(Comm &comm, const LinkEmulator &emulator)
+    : m_comm(comm), m_emulator(emulator), m_rank(comm.rank()), m_world(comm.world()),
+      m_outbox(std::size_t(m_world)), m_closed(std::size_t(m_world), false),
+      m_sentBytes(std::size_t(m_world), 0), m_latest(std::size_t(kKinds), std::vector<std::int64_t>(std::size_t(m_world), -1)),
+      m_undelivered(std::size_t(m_world)), m_incoming(m_world)
+{
+    for (int j = 0; j < m_world; ++j) {
+        if (j == m_rank)
+            continue;
+        m_threads.emplace_back([this, j] { senderLoop(j); });
+        m_threads.emplace_back([this, j] { receiverLoop(j); });
+    }
+}
+
+Mailbox::~Mailbox()
+{
+    bool clean = false;
+    {
+        std::lock_guard lock(m_mutex);
+        clean = m_closing && !m_error && m_byesSent == m_world - 1
+            && std::count(m_closed.begin(), m_closed.end(), true) == std::ptrdiff_t(m_world - 1);
+    }
+    if (!clean)
+        m_comm.abort();  // frees threads blocked in Gloo
+    shutdown();
+}
+
+void Mailbox::shutdown()
+{
+    {
+        std::lock_guard lock(m_mutex);
+        m_stopping = true;
+    }
+    m_changed.notify_all();
+    for (auto &t : m_threads) {
+        if (t.joinable())
+            t.join();
+    }
+}
+
+void Mailbox::fail(std::exception_ptr e)
+{
+    {
+        std::lock_guard lock(m_mutex);
+        if (!m_error)
+            m_error = e;
+    }
+    m_changed.notify_all();
+}
+
+void Mailbox::send(int peer, Kind kind, std::int64_t round, const torch::Tensor &payload, double t, std::int64_t aux)
+{
+    torch::Tensor words = payload.defined() ? payload.contiguous() : torch::empty({0}, torch::kInt);
+    {
+        std::lock_guard lock(m_mutex);
+        if (m_closing)
+            return;  // nothing goes out after Bye
+        m_outbox[std::size_t(peer)].push_back({kind, round, aux, std::move(words), t, Clock::now(), {}, 0});
+    }
+    m_changed.notify_all();
+}
+
+void Mailbox::sendGradient(int peer, std::int64_t round, const SparseGradient &g, double t, double deadlineS,
+                           std::int64_t aux)
+{
+    {
+        std::lock_guard lock(m_mutex);
+        if (m_closing)
+            return;
+        m_outbox[std::size_t(peer)].push_back({Kind::Data, round, aux, {}, t, Clock::now(), g, deadlineS});
+    }
+    m_changed.notify_all();
+}
+
+std::vector<SparseGradient> Mailbox::takeUndelivered(int peer)
+{
+    std::lock_guard lock(m_mutex);
+    return std::exchange(m_undelivered[std::size_t(peer)], {});
+}
+
+torch::Tensor Mailbox::streamWithin(int peer, Outgoing &m, Clock::time_point start)
+{
+    if (m.gradient.values.numel() == 0)
+        return torch::empty({0}, torch::kInt);  // the header alone says the round is empty
+    const LinkEmulator::PacerScope network;
+    const double mbps = m_emulator.capMbps(m_rank, peer, m.t);
+    const double left = std::chrono::duration<double>(m.queued + seconds(m.deadlineS) - start).count();
+    const double carried = mbps > 0 ? std::max(0.0, left) * mbps * 1e6 / 8 : 0;
+    if (mbps <= 0 || double(m.gradient.wireBytes()) + kHeaderBytes <= carried)
+        return sparse_codec::encode(m.gradient);
+    // An entry costs 8 bytes (index + value).
+    const double room = carried - kHeaderBytes - double(sparse_codec::kHeaderInts * 4);
+    SparseGradient rest;
+    const SparseGradient sent = m.gradient.takeLargest(std::max<std::int64_t>(0, std::int64_t(room / 8)), &rest);
+    {
+        std::lock_guard lock(m_mutex);
+        m_undelivered[std::size_t(peer)].push_back(std::move(rest));
+    }
+    return sent.values.numel() > 0 ? sparse_codec::encode(sent) : torch::empty({0}, torch::kInt);
+}
+
+std::vector<Mailbox::Message> Mailbox::take(Kind kind)
+{
+    std::vector<Message> out;
+    std::lock_guard lock(m_mutex);
+    for (auto it = m_inbox.begin(); it != m_inbox.end();) {
+        if (it->kind == kind) {
+            out.push_back(std::move(*it));
+            it = m_inbox.erase(it);
+        } else {
+            ++it;
+        }
+    }
+    return out;
+}
+
+std::vector<std::int64_t> Mailbox::latestRounds(Kind kind) const
+{
+    std::lock_guard lock(m_mutex);
+    return m_latest[std::size_t(kind)];
+}
+
+bool Mailbox::anyPeerClosed() const
+{
+    std::lock_guard lock(m_mutex);
+    return std::find(m_closed.begin(), m_closed.end(), true) != m_closed.end();
+}
+
+void Mailbox::check()
+{
+    std::lock_guard lock(m_mutex);
+    if (m_error)
+        std::rethrow_exception(m_error);
+}
+
+bool Mailbox::waitUntil(Kind kind, const std::function<bool(const std::vector<std::int64_t> &)> &ready,
+                        const std::function<bool()> &tick, double tickS)
+{
+    const auto &latest = m_latest[std::size_t(kind)];
+    for (;;) {
+        {
+            std::unique_lock lock(m_mutex);
+            const bool done = m_changed.wait_for(lock, seconds(tickS), [&] {
+                return m_error || ready(latest) || std::find(m_closed.begin(), m_closed.end(), true) != m_closed.end();
+            });
+            if (m_error)
+                std::rethrow_exception(m_error);
+            if (done)
+                return ready(latest);
+        }
+        if (!tick())
+            return false;
+    }
+}
+
+std::vector<double> Mailbox::incomingBandwidth() const
+{
+    std::lock_guard lock(m_mutex);
+    std::vector<double> out(std::size_t(m_world), 0.0);
+    for (int j = 0; j < m_world; ++j)
+        out[std::size_t(j)] = m_incoming.bytesPerSecond(j);
+    return out;
+}
+
+void Mailbox::report(protocol::RoundRecord &record, const std::vector<double> &bandwidth)
+{
+    const int n = m_world;
+    record.linkMbps.assign(std::size_t(n), 0.0);
+    record.linkBytes.assign(std::size_t(n), 0.0);
+    std::lock_guard lock(m_mutex);
+    for (int j = 0; j < n; ++j) {
+        if (j == m_rank)
+            continue;
+        if (!bandwidth.empty())
+            record.linkMbps[std::size_t(j)] = bandwidth[std::size_t(m_rank * n + j)] * 8e-6;
+        record.linkBytes[std::size_t(j)] = double(m_sentBytes[std::size_t(j)]);
+        record.bytesSent += m_sentBytes[std::size_t(j)];
+        m_sentBytes[std::size_t(j)] = 0;
+    }
+}
+
+void Mailbox::close()
+{
+    {
+        std::lock_guard lock(m_mutex);
+        for (int j = 0; j < m_world; ++j) {
+            if (j != m_rank)
+                m_outbox[std::size_t(j)].push_back({Kind::Bye, 0, 0, torch::empty({0}, torch::kInt), 0, Clock::now(), {}, 0});
+        }
+        m_closing = true;
+    }
+    m_changed.notify_all();
+    std::unique_lock lock(m_mutex);
+    // Bounded: a peer that never says Bye breaks its receiver's Gloo wait
+    // within the group's timeout, which lands here as m_error.
+    m_changed.wait(lock, [&] {
+        return m_error
+            || (m_byesSent == m_world - 1
+                && std::count(m_closed.begin(), m_closed.end(), true) == std::ptrdiff_t(m_world - 1));
+    });
+    if (m_error)
+        std::rethrow_exception(m_error);
+}
+
+void Mailbox::senderLoop(int peer)
+{
+    try {
+        LinkPacer pacer(1);
+        auto sleepUntil = [&](Clock::time_point when) {
+            std::unique_lock lock(m_mutex);
+            return !m_changed.wait_until(lock, when, [&] { return m_stopping; });
+        };
+        for (;;) {
+            Outgoing m;
+            {
+                std::unique_lock lock(m_mutex);
+                m_changed.wait(lock, [&] { return m_stopping || !m_outbox[std::size_t(peer)].empty(); });
+                if (m_stopping)
+                    return;
+                m = std::move(m_outbox[std::size_t(peer)].front());
+                m_outbox[std::size_t(peer)].pop_front();
+            }
+            double latencyS = 0;
+            {
+                const LinkEmulator::PacerScope network;
+                latencyS = m_emulator.latencyS();
+            }
+            // The link is free when the previous message has left it.
+            const auto start = std::max(m.queued, pacer.reserve(0, 0, m.queued));
+            if (m.deadlineS > 0)
+                m.payload = streamWithin(peer, m, start);
+            const double bytes = kHeaderBytes + double(m.payload.numel()) * 4;
+            double transmitS = 0;
+            {
+                const LinkEmulator::PacerScope network;
+                transmitS = m_emulator.transferSeconds(m_rank, peer, bytes, m.t) - latencyS;
+            }
+            const auto done = pacer.reserve(0, transmitS, start);
+            // The header arrives first, unless it is the whole message.
+            if (!sleepUntil((m.payload.numel() > 0 ? start : done) + seconds(latencyS)))
+                return;
+            auto header = torch::tensor({std::int64_t(m.kind), m.round, m.payload.numel(), m.aux}, torch::kLong);
+            const Comm::Request h = m_comm.isend(header, peer, kTagHeader);
+            Comm::Request b;
+            if (m.payload.numel() > 0) {
+                if (!sleepUntil(done + seconds(latencyS)))
+                    return;
+                b = m_comm.isend(m.payload, peer, kTagBody);
+            }
+            h.wait();
+            b.wait();
+            {
+                std::lock_guard lock(m_mutex);
+                m_sentBytes[std::size_t(peer)] += std::int64_t(bytes);
+                if (m.kind == Kind::Bye)
+                    ++m_byesSent;
+            }
+            if (m.kind == Kind::Bye) {
+                m_changed.notify_all();
+                return;
+            }
+        }
+    } catch (...) {
+        fail(std::current_exception());
+    }
+}
+
+void Mailbox::receiverLoop(int peer)
+{
+    try {
+        for (;;) {
+            auto header = torch::zeros({kHeaderWords}, torch::kLong);
+            m_comm.irecv(header, peer, kTagHeader).wait();
+            const auto headerArrived = Clock::now();
+            const auto *h = header.data_ptr<std::int64_t>();
+            const std::int64_t kind = h[0], words = h[2];
+            if (kind < std::int64_t(Kind::Data) || kind > std::int64_t(Kind::Bye) || words < 0 || words > kMaxWords)
+                throw EngineError("malformed message header from worker rank " + std::to_string(peer) + " (kind "
+                                  + std::to_string(kind) + ", " + std::to_string(words) + " words)");
+            if (Kind(kind) == Kind::Bye) {
+                {
+                    std::lock_guard lock(m_mutex);
+                    m_closed[std::size_t(peer)] = true;
+                }
+                m_changed.notify_all();
+                return;
+            }
+            Message m;
+            m.from = peer;
+            m.kind = Kind(kind);
+            m.round = h[1];
+            m.aux = h[3];
+            m.payload = torch::empty({words}, torch::kInt);
+            if (words > 0)
+                m_comm.irecv(m.payload, peer, kTagBody).wait();
+            const double tookS = std::chrono::duration<double>(Clock::now() - headerArrived).count();
+            const double bodyBytes = double(words) * 4;
+            {
+                std::lock_guard lock(m_mutex);
+                // The sender's link time covered header and body alike.
+                if (bodyBytes >= kMinEstimateBytes || tookS >= kMinEstimateS)
+                    m_incoming.addTransfer(peer, kHeaderBytes + bodyBytes, tookS);
+                auto &latest = m_latest[std::size_t(kind)][std::size_t(peer)];
+                latest = std::max(latest, m.round);
+                m_inbox.push_back(std::move(m));
+            }
+            m_changed.notify_all();
+        }
+    } catch (...) {
+        fail(std::current_exception());
+    }
+}
+
+torch::Tensor Mailbox::packDoubles(const std::vector<double> &v)
+{
+    auto words = torch::empty({std::int64_t(v.size()) * 2}, torch::kInt);
+    std::memcpy(words.data_ptr<std::int32_t>(), v.data(), v.size() * sizeof(double));
+    return words;
+}
+
+std::vector<double> Mailbox::unpackDoubles(const torch::Tensor &words)
+{
+    std::vector<double> v(std::size_t(words.numel() / 2));
+    std::memcpy(v.data(), words.data_ptr<std::int32_t>(), v.size() * sizeof(double));
+    return v;
+}
+
+} // namespace dlion::engine

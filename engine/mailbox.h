@@ -1,0 +1,141 @@
+#pragma once
+
+#include "bandwidth_estimator.h"
+#include "sparse_codec.h"
+
+#include <telemetry.h>
+
+#include <torch/types.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace dlion::engine {
+
+class Comm;
+class LinkEmulator;
+
+// Messages between the workers of a group, for every strategy that does
+// not reduce collectively: sending never waits, so Gaia, Ako and Hop
+// workers run at their own pace, and DLion waits only for the messages of
+// its round. Each outgoing link has a sender thread and a queue: a message
+// starts when the link has carried the previous one, its header arrives a
+// latency later and its body when the emulated link has carried its bytes
+// (plus the latency), as on a real link; each incoming link has a receiver
+// thread that files what arrives.
+//
+// Receivers measure their incoming links: the time from a message's header
+// to the end of its body is the time its bytes took on the link. Bodies
+// under 16 KiB that took under 0.25 s give no sample (timer noise and, on
+// real links, Gloo's handshake dominate them).
+//
+// close() sends Bye after everything queued and returns once every peer's
+// Bye has arrived; no thread uses the Comm after that, so the group's
+// collectives (the final evaluation) can follow. A lost peer, an abort or
+// a malformed frame surfaces as an exception from check() and waitUntil().
+class Mailbox {
+public:
+    enum class Kind : std::int64_t { Data = 1, Control, Eval, Barrier, Score, Model, Bye };
+    static constexpr int kKinds = int(Kind::Bye) + 1;
+    struct Message {
+        int from = -1;
+        Kind kind = Kind::Data;
+        std::int64_t round = 0;
+        std::int64_t aux = 0;   // the strategy's own word (DLion: batch share and flags)
+        torch::Tensor payload;  // int32 words, possibly empty
+    };
+
+    Mailbox(Comm &comm, const LinkEmulator &emulator);
+    // Without close(): aborts the Comm so that no thread stays blocked.
+    ~Mailbox();
+    Mailbox(const Mailbox &) = delete;
+    Mailbox &operator=(const Mailbox &) = delete;
+
+    int rank() const { return m_rank; }
+    int world() const { return m_world; }
+
+    // Queues `payload` (int32 words; undefined or empty for none) to `peer`
+    // and returns at once. `t` is the training time, for the link schedule.
+    void send(int peer, Kind kind, std::int64_t round, const torch::Tensor &payload, double t, std::int64_t aux = 0);
+    // Queues a gradient payload as Data that streams its entries largest
+    // first and stops `deadlineS` after this call, as a sender bounded by a
+    // deadline does on a real link: the entries its link would not have
+    // carried by then come back from takeUndelivered(peer).
+    void sendGradient(int peer, std::int64_t round, const SparseGradient &g, double t, double deadlineS, std::int64_t aux);
+    std::vector<SparseGradient> takeUndelivered(int peer);
+    // Takes every message of `kind` received so far, oldest first.
+    std::vector<Message> take(Kind kind);
+    // The newest round of a `kind` message from each peer (-1: none yet).
+    std::vector<std::int64_t> latestRounds(Kind kind) const;
+
+    // Blocks until ready(latestRounds(kind)) holds (true) or a peer has said
+    // Bye or tick() returns false (false). ready runs under the mailbox's
+    // lock; tick runs about every `tickS` outside it. Throws what check() throws.
+    bool waitUntil(Kind kind, const std::function<bool(const std::vector<std::int64_t> &)> &ready,
+                   const std::function<bool()> &tick, double tickS = 0.25);
+    // Rethrows the first failure of a sender or receiver thread.
+    void check();
+    bool anyPeerClosed() const;
+
+    std::vector<double> incomingBandwidth() const;
+    // Fills a round's per-link bytes (put on the links since the last report) and
+    // outgoing-link estimates (from the n x n matrix `bandwidth`, bytes/s).
+    void report(protocol::RoundRecord &record, const std::vector<double> &bandwidth);
+
+    // The Bye handshake; throws what check() throws.
+    void close();
+
+    // Control rows and evaluation results travel as doubles.
+    static torch::Tensor packDoubles(const std::vector<double> &v);
+    static std::vector<double> unpackDoubles(const torch::Tensor &words);
+
+private:
+    using Clock = std::chrono::steady_clock;
+    struct Outgoing {
+        Kind kind;
+        std::int64_t round;
+        std::int64_t aux;
+        torch::Tensor payload;
+        double t;
+        Clock::time_point queued;
+        SparseGradient gradient;  // encoded by the sender thread when deadlineS > 0
+        double deadlineS = 0;
+    };
+
+    void senderLoop(int peer);
+    // The largest entries of `m.gradient` that the link carries between
+    // `start` and the message's deadline; the rest goes to m_undelivered.
+    torch::Tensor streamWithin(int peer, Outgoing &m, Clock::time_point start);
+    void receiverLoop(int peer);
+    void fail(std::exception_ptr e);
+    void shutdown();
+
+    Comm &m_comm;
+    const LinkEmulator &m_emulator;
+    const int m_rank;
+    const int m_world;
+
+    mutable std::mutex m_mutex;
+    std::condition_variable m_changed;
+    std::vector<std::deque<Outgoing>> m_outbox;
+    std::deque<Message> m_inbox;
+    std::vector<std::vector<std::int64_t>> m_latest;  // [kind][peer]
+    std::vector<std::vector<SparseGradient>> m_undelivered;
+    std::vector<bool> m_closed;
+    std::vector<std::int64_t> m_sentBytes;
+    BandwidthEstimator m_incoming;
+    std::exception_ptr m_error;
+    bool m_stopping = false;  // threads leave their waits
+    bool m_closing = false;   // Bye queued on every link
+    int m_byesSent = 0;
+    std::vector<std::thread> m_threads;
+};
+
+} // namespace dlion::engine
