@@ -55,12 +55,13 @@ void AkoStrategy::exchange(torch::Tensor &grad, RoundContext &ctx)
     SparseGradient part;
     part.length = length;
     part.offset = offset;
-    part.values = m_accumulated.narrow(0, offset, std::min(chunk, length - offset));
-    const torch::Tensor wire = sparse_codec::encode(part);
-    part.values.zero_();
+    auto slice = m_accumulated.narrow(0, offset, std::min(chunk, length - offset));
+    part.values = slice.clone();
+    slice.zero_();
+    // A partition the link has not started yet absorbs this one.
     for (int j = 0; j < n; ++j) {
         if (j != me)
-            m_mailbox.send(j, Mailbox::Kind::Data, ctx.round, wire, ctx.elapsedS);
+            m_mailbox.sendGradient(j, ctx.round, part, ctx.elapsedS, Mailbox::Pending::Add);
     }
     for (const auto &m : m_mailbox.take(Mailbox::Kind::Data))
         sparse_codec::decodeFor(m.payload, length).addTo(grad, 1.0);

@@ -121,7 +121,7 @@ void DlionStrategy::exchange(torch::Tensor &grad, RoundContext &ctx)
             continue;
         const SparseGradient out = m_topk.select(j, grad, linkBudget(j, roundSeconds, ctx));
         ctx.record->linkFraction[std::size_t(j)] = double(out.values.numel()) / double(grad.numel());
-        m_mailbox.sendGradient(j, ctx.round, out, ctx.elapsedS, deadlineS, aux);
+        m_mailbox.sendGradient(j, ctx.round, out, ctx.elapsedS, Mailbox::Pending::Queue, deadlineS, aux);
     }
     if (ctx.mergeRequested)
         m_mergeRounds.insert(ctx.round);

@@ -46,13 +46,13 @@ void GaiaStrategy::afterStep(RoundContext &ctx)
             update.values = m_accumulated.index_select(0, update.indices);
             m_accumulated.index_fill_(0, update.indices, 0.0);
         }
-        const torch::Tensor wire = sparse_codec::encode(update);
+        // An update the link has not started yet absorbs this one.
         for (int j = 0; j < n; ++j) {
             if (j == me)
                 continue;
             if (dense)
                 m_mailbox.send(j, Mailbox::Kind::Barrier, ctx.round, {}, ctx.elapsedS);
-            m_mailbox.send(j, Mailbox::Kind::Data, ctx.round, wire, ctx.elapsedS);
+            m_mailbox.sendGradient(j, ctx.round, update, ctx.elapsedS, Mailbox::Pending::Add);
         }
     }
 

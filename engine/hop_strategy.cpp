@@ -46,10 +46,10 @@ void HopStrategy::afterStep(RoundContext &ctx)
 
     SparseGradient mine;
     mine.length = w.numel();
-    mine.values = w;
-    const torch::Tensor wire = sparse_codec::encode(mine);
+    mine.values = w.clone();
+    // A model the link has not started yet is stale: the newer one replaces it.
     for (int j : m_neighbours)
-        m_mailbox.send(j, Mailbox::Kind::Data, k, wire, ctx.elapsedS);
+        m_mailbox.sendGradient(j, k, mine, ctx.elapsedS, Mailbox::Pending::Replace);
 
     // The staleness bound, relaxed by the backups: deg - b neighbours at
     // iteration k - s or later.

@@ -28,6 +28,24 @@ constexpr double kMinEstimateS = 0.25;
 
 using Clock = std::chrono::steady_clock;
 Clock::duration seconds(double s) { return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s)); }
+
+// a + b, sparse while at most half the entries are set.
+SparseGradient sumOf(const SparseGradient &a, const SparseGradient &b)
+{
+    auto dense = torch::zeros({a.length});
+    a.addTo(dense, 1.0);
+    b.addTo(dense, 1.0);
+    const torch::Tensor set = dense.nonzero().flatten();
+    SparseGradient sum;
+    sum.length = a.length;
+    if (2 * set.numel() > a.length) {
+        sum.values = dense;
+    } else {
+        sum.indices = set;
+        sum.values = dense.index_select(0, set);
+    }
+    return sum;
+}
 } // namespace
 
 Mailbox::Mailbox(Comm &comm, const LinkEmulator &emulator)
@@ -92,14 +110,24 @@ void Mailbox::send(int peer, Kind kind, std::int64_t round, const torch::Tensor 
     m_changed.notify_all();
 }
 
-void Mailbox::sendGradient(int peer, std::int64_t round, const SparseGradient &g, double t, double deadlineS,
-                           std::int64_t aux)
+void Mailbox::sendGradient(int peer, std::int64_t round, const SparseGradient &g, double t, Pending pending,
+                           double deadlineS, std::int64_t aux)
 {
     {
         std::lock_guard lock(m_mutex);
         if (m_closing)
             return;
-        m_outbox[std::size_t(peer)].push_back({Kind::Data, round, aux, {}, t, Clock::now(), g, deadlineS});
+        auto &queue = m_outbox[std::size_t(peer)];
+        Outgoing *last = queue.empty() ? nullptr : &queue.back();
+        if (pending != Pending::Queue && last && last->kind == Kind::Data && last->pending == pending) {
+            last->gradient = pending == Pending::Add ? sumOf(last->gradient, g) : g;
+            last->round = round;
+            last->t = t;
+            return;  // the sender thread is not waiting for this one
+        }
+        Outgoing m{Kind::Data, round, aux, {}, t, Clock::now(), g, deadlineS};
+        m.pending = pending;
+        queue.push_back(std::move(m));
     }
     m_changed.notify_all();
 }
@@ -112,8 +140,6 @@ std::vector<SparseGradient> Mailbox::takeUndelivered(int peer)
 
 torch::Tensor Mailbox::streamWithin(int peer, Outgoing &m, Clock::time_point start)
 {
-    if (m.gradient.values.numel() == 0)
-        return torch::empty({0}, torch::kInt);  // the header alone says the round is empty
     const LinkEmulator::PacerScope network;
     const double mbps = m_emulator.capMbps(m_rank, peer, m.t);
     const double left = std::chrono::duration<double>(m.queued + seconds(m.deadlineS) - start).count();
@@ -259,8 +285,11 @@ void Mailbox::senderLoop(int peer)
             }
             // The link is free when the previous message has left it.
             const auto start = std::max(m.queued, pacer.reserve(0, 0, m.queued));
-            if (m.deadlineS > 0)
-                m.payload = streamWithin(peer, m, start);
+            if (m.gradient.values.defined()) {
+                m.payload = m.gradient.values.numel() == 0 ? torch::empty({0}, torch::kInt)
+                    : m.deadlineS > 0                      ? streamWithin(peer, m, start)
+                                                           : sparse_codec::encode(m.gradient);
+            }
             const double bytes = kHeaderBytes + double(m.payload.numel()) * 4;
             double transmitS = 0;
             {

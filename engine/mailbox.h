@@ -64,11 +64,20 @@ public:
     // Queues `payload` (int32 words; undefined or empty for none) to `peer`
     // and returns at once. `t` is the training time, for the link schedule.
     void send(int peer, Kind kind, std::int64_t round, const torch::Tensor &payload, double t, std::int64_t aux = 0);
-    // Queues a gradient payload as Data that streams its entries largest
-    // first and stops `deadlineS` after this call, as a sender bounded by a
-    // deadline does on a real link: the entries its link would not have
-    // carried by then come back from takeUndelivered(peer).
-    void sendGradient(int peer, std::int64_t round, const SparseGradient &g, double t, double deadlineS, std::int64_t aux);
+    // What becomes of a gradient sent while the link has not started the
+    // previous one to the same peer: it queues behind it, is added into it
+    // (updates: Gaia, Ako) or replaces it (the newer state: Hop). Adding or
+    // replacing bounds a link's queue to one message when a worker offers
+    // more than the link carries, as a sender that accumulates until the
+    // link is free would; queueing is for one message per round (DLion).
+    enum class Pending { Queue, Add, Replace };
+    // Queues a gradient payload as Data, encoded when the link takes it.
+    // With deadlineS > 0 it streams its entries largest first and stops
+    // deadlineS after this call, as a sender bounded by a deadline does on a
+    // real link: what its link would not have carried by then comes back
+    // from takeUndelivered(peer). `g` must not change after the call.
+    void sendGradient(int peer, std::int64_t round, const SparseGradient &g, double t, Pending pending,
+                      double deadlineS = 0, std::int64_t aux = 0);
     std::vector<SparseGradient> takeUndelivered(int peer);
     // Takes every message of `kind` received so far, oldest first.
     std::vector<Message> take(Kind kind);
@@ -105,8 +114,9 @@ private:
         torch::Tensor payload;
         double t;
         Clock::time_point queued;
-        SparseGradient gradient;  // encoded by the sender thread when deadlineS > 0
+        SparseGradient gradient;  // a gradient message's, encoded by the sender thread
         double deadlineS = 0;
+        Pending pending = Pending::Queue;
     };
 
     void senderLoop(int peer);

@@ -142,8 +142,7 @@ void TestStrategies::asynchronousWorkersRunAtTheirOwnPace()
     job.budget.seconds = 8;
     job.strategyOptions = options;
     test::LocalRun run;
-    QVERIFY(run.start(job, 2));
-    QVERIFY(run.waitFinished(120000));
+    QVERIFY(run.start(job, 2) && run.waitFinished(120000));
     QVERIFY2(run.ok, qPrintable(run.message));
     const core::RunData &d = run.session->data();
     const auto fast = d.rounds(0).size(), slow = d.rounds(1).size();

@@ -288,9 +288,9 @@ void TestWorkerFaults::cutLinksCarryNextToNothingAndTrainingGoesOn()
     // a 16 KiB probe would take 13 s, past the 10 s group timeout); at 10 s
     // the established links 0 <-> 2 are cut the same way, with the payload
     // sized for 200 Mbit/s already due. Links 1 <-> 2 keep 200 Mbit/s.
-    // Every collective pays its links too, and any ring of three crosses a
-    // cut pair, so each round's control traffic takes about 0.3 s here (at
-    // 0.001 Mbit/s it would take 3 s, and a run of 20 s does six rounds).
+    // Every message pays its link too: a round's header and the control
+    // rows take tens of milliseconds on a cut link (at 0.001 Mbit/s they
+    // would take seconds, and a run of 20 s would do a handful of rounds).
     const double cutAt = 10;
     protocol::JobSpec job = faultJob("dlion");
     job.budget.seconds = 26;

@@ -401,12 +401,12 @@ void TestDlionMath::cutLinkCarriesWhatFitsAndIsMeasured()
         g.length = 1000;
         g.indices = torch::arange(1000, torch::kLong);
         g.values = torch::arange(1, 1001, torch::kFloat);
-        mailbox.sendGradient(peer, 0, g, 0, 2.0, 0);
+        mailbox.sendGradient(peer, 0, g, 0, Mailbox::Pending::Queue, 2.0);
         // Then an empty one, which still goes as a header (a round's sign).
         SparseGradient none;
         none.length = 1000;
         none.values = torch::empty({0});
-        mailbox.sendGradient(peer, 1, none, 0, 2.0, 0);
+        mailbox.sendGradient(peer, 1, none, 0, Mailbox::Pending::Queue, 2.0);
         if (!mailbox.waitUntil(
                 Mailbox::Kind::Data, [&](const std::vector<std::int64_t> &latest) { return latest[std::size_t(peer)] >= 1; },
                 [] { return true; }))
