@@ -52,7 +52,7 @@ Mailbox::Mailbox(Comm &comm, const LinkEmulator &emulator)
     : m_comm(comm), m_emulator(emulator), m_rank(comm.rank()), m_world(comm.world()),
       m_outbox(std::size_t(m_world)), m_closed(std::size_t(m_world), false),
       m_sentBytes(std::size_t(m_world), 0), m_latest(std::size_t(kKinds), std::vector<std::int64_t>(std::size_t(m_world), -1)),
-      m_undelivered(std::size_t(m_world)), m_incoming(m_world)
+      m_undelivered(std::size_t(m_world)), m_ceiling(std::size_t(m_world), 0.0), m_incoming(m_world)
 {
     for (int j = 0; j < m_world; ++j) {
         if (j == m_rank)
@@ -153,6 +153,8 @@ torch::Tensor Mailbox::streamWithin(int peer, Outgoing &m, Clock::time_point sta
     {
         std::lock_guard lock(m_mutex);
         m_undelivered[std::size_t(peer)].push_back(std::move(rest));
+        if (left > 0)
+            m_ceiling[std::size_t(peer)] = carried / left;
     }
     return sent.values.numel() > 0 ? sparse_codec::encode(sent) : torch::empty({0}, torch::kInt);
 }
@@ -218,6 +220,22 @@ std::vector<double> Mailbox::incomingBandwidth() const
     for (int j = 0; j < m_world; ++j)
         out[std::size_t(j)] = m_incoming.bytesPerSecond(j);
     return out;
+}
+
+std::vector<double> Mailbox::outgoingEstimate(std::vector<double> reported)
+{
+    constexpr double kCaughtUp = 1.5;
+    std::lock_guard lock(m_mutex);
+    for (std::size_t j = 0; j < reported.size() && j < m_ceiling.size(); ++j) {
+        double &ceiling = m_ceiling[j];
+        if (ceiling <= 0)
+            continue;
+        if (reported[j] > 0 && reported[j] <= kCaughtUp * ceiling)
+            ceiling = 0;
+        else
+            reported[j] = ceiling;
+    }
+    return reported;
 }
 
 void Mailbox::report(protocol::RoundRecord &record, const std::vector<double> &bandwidth)

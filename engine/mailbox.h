@@ -94,6 +94,12 @@ public:
     bool anyPeerClosed() const;
 
     std::vector<double> incomingBandwidth() const;
+    // `reported`: bytes/s of each outgoing link as its receiver measured it
+    // (0 = unknown). Returns it lowered to what this worker's own sends saw
+    // a link carry when a payload streamed to its deadline: the receiver's
+    // word comes back over a link that may be just as slow, so it lags. The
+    // sender's bound holds until the receiver's estimate has come down to it.
+    std::vector<double> outgoingEstimate(std::vector<double> reported);
     // Fills a round's per-link bytes (put on the links since the last report) and
     // outgoing-link estimates (from the n x n matrix `bandwidth`, bytes/s).
     void report(protocol::RoundRecord &record, const std::vector<double> &bandwidth);
@@ -138,6 +144,7 @@ private:
     std::deque<Message> m_inbox;
     std::vector<std::vector<std::int64_t>> m_latest;  // [kind][peer]
     std::vector<std::vector<SparseGradient>> m_undelivered;
+    std::vector<double> m_ceiling;  // per peer: bytes/s a deadline-bound send carried (0 = none)
     std::vector<bool> m_closed;
     std::vector<std::int64_t> m_sentBytes;
     BandwidthEstimator m_incoming;

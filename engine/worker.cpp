@@ -786,6 +786,9 @@ Worker::GroupEnd Worker::trainByMessages(Comm &comm, Trainer &trainer, LinkEmula
             for (int i = 0; i < world; ++i)
                 ctx.bandwidth[std::size_t(i * world + j)] = rows[std::size_t(j)][std::size_t(ASlotCount + i)];
         }
+        const auto mine = ctx.bandwidth.begin() + rank * world;
+        const std::vector<double> outgoing = mailbox.outgoingEstimate(std::vector<double>(mine, mine + world));
+        std::copy(outgoing.begin(), outgoing.end(), mine);
         runRound(*strategy, trainer, emulator, progress, pacer, ctx, members);
         absorb();
         reportEvals();
