@@ -47,14 +47,19 @@ void KnowledgeTransfer::run(Trainer &trainer, Mailbox &mailbox, const RoundConte
             scores[std::size_t(m.from)] = v[0];
     }
     const int best = int(std::max_element(scores.begin(), scores.end()) - scores.begin());
-    const auto &bandwidth = ctx.bandwidth;
     if (me == best) {
         const torch::Tensor model = sparse_codec::encode({torch::Tensor(), trainer.flatParams(), trainer.parameterCount(), 0});
+        // The freshest view of the outgoing links: this round's payloads may
+        // have just found one slower than its receiver has reported yet.
+        std::vector<double> reported(std::size_t(n), 0.0);
+        if (!ctx.bandwidth.empty())
+            std::copy_n(ctx.bandwidth.begin() + me * n, n, reported.begin());
+        const std::vector<double> outgoing = mailbox.outgoingEstimate(reported);
         for (int j = 0; j < n; ++j) {
             if (j == me)
                 continue;
             // A link not measured yet is not trusted with the model.
-            const double bps = bandwidth.empty() ? 0 : bandwidth[std::size_t(best * n + j)];
+            const double bps = outgoing[std::size_t(j)];
             const bool carries = bps > 0 && double(model.numel() * 4) / bps <= kMaxModelTransferS;
             mailbox.send(j, Mailbox::Kind::Model, ctx.round, carries ? model : torch::Tensor(), ctx.elapsedS);
         }

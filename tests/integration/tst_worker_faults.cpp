@@ -43,12 +43,16 @@ double lastGlobalAccuracy(const core::RunData &d)
 
 // Mean bytes per round `worker` put on its link to `peer` over the rounds
 // with from <= t < to; *rounds gets how many there were.
+// When a round handed its payloads to the links: its record's time is its
+// end, which a wait on a cut link can push seconds past the sends.
+double sentAt(const protocol::RoundRecord &r) { return r.t - r.commS; }
+
 double meanLinkBytes(const core::RunData &d, int worker, int peer, double from, double to, int *rounds)
 {
     double bytes = 0;
     *rounds = 0;
     for (const auto &r : d.rounds(worker)) {
-        if (r.t >= from && r.t < to && r.linkBytes.size() > std::size_t(peer)) {
+        if (sentAt(r) >= from && sentAt(r) < to && r.linkBytes.size() > std::size_t(peer)) {
             bytes += r.linkBytes[std::size_t(peer)];
             ++*rounds;
         }
@@ -258,11 +262,11 @@ void TestWorkerFaults::slowLinksCarryLessAndTrainingGoesOn()
     for (const auto &r : d.rounds(0)) {
         if (r.linkBytes.size() != 3)
             continue;
-        if (r.t < cutAt) {
+        if (sentAt(r) < cutAt) {
             toSlow += r.linkBytes[1];
             toFastBefore += r.linkBytes[2];
             ++before;
-        } else if (r.t > cutAt + 1) {
+        } else if (sentAt(r) > cutAt + 1) {
             toCutAfter += r.linkBytes[2];
             ++after;
         }
