@@ -128,16 +128,9 @@ void DlionStrategy::exchange(torch::Tensor &grad, RoundContext &ctx)
     // Bounded staleness: every peer's payload of round k - s is in. FIFO
     // links mean all its earlier ones are too.
     const std::int64_t due = ctx.round - m_staleness;
-    const bool arrived = m_mailbox.waitUntil(
-        Mailbox::Kind::Data,
-        [&](const std::vector<std::int64_t> &latest) {
-            for (int j = 0; j < n; ++j) {
-                if (j != me && latest[std::size_t(j)] < due)
-                    return false;
-            }
-            return true;
-        },
-        ctx.keepWaiting);
+    std::vector<std::int64_t> need(std::size_t(n), due);
+    need[std::size_t(me)] = -1;
+    const bool arrived = m_mailbox.waitForRounds(Mailbox::Kind::Data, need, ctx.keepWaiting);
     m_mailbox.report(*ctx.record, ctx.bandwidth);
     if (!arrived)
         return;  // the worker is leaving its group; this round's step is its own

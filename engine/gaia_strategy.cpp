@@ -60,15 +60,7 @@ void GaiaStrategy::afterStep(RoundContext &ctx)
     std::vector<std::int64_t> awaited(std::size_t(n), -1);
     for (const auto &b : m_mailbox.take(Mailbox::Kind::Barrier))
         awaited[std::size_t(b.from)] = std::max(awaited[std::size_t(b.from)], b.round);
-    m_mailbox.waitUntil(
-        Mailbox::Kind::Data, [&](const std::vector<std::int64_t> &latest) {
-            for (int j = 0; j < n; ++j) {
-                if (latest[std::size_t(j)] < awaited[std::size_t(j)])
-                    return false;
-            }
-            return true;
-        },
-        ctx.keepWaiting);
+    m_mailbox.waitForRounds(Mailbox::Kind::Data, awaited, ctx.keepWaiting);
     for (const auto &m : m_mailbox.take(Mailbox::Kind::Data))
         sparse_codec::decodeFor(m.payload, w.numel()).addTo(w, 1.0);
 

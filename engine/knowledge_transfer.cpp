@@ -21,17 +21,14 @@ void KnowledgeTransfer::run(Trainer &trainer, Mailbox &mailbox, const RoundConte
     const int n = mailbox.world(), me = mailbox.rank();
     if (n < 2)
         return;
+    // A `kind` message of this round from `from`, or from every peer (-1).
     auto heard = [&](Mailbox::Kind kind, int from) {
-        return mailbox.waitUntil(
-            kind,
-            [&](const std::vector<std::int64_t> &latest) {
-                for (int j = 0; j < n; ++j) {
-                    if (j != me && (from < 0 || j == from) && latest[std::size_t(j)] < ctx.round)
-                        return false;
-                }
-                return true;
-            },
-            ctx.keepWaiting);
+        std::vector<std::int64_t> need(std::size_t(n), -1);
+        for (int j = 0; j < n; ++j) {
+            if (j != me && (from < 0 || j == from))
+                need[std::size_t(j)] = ctx.round;
+        }
+        return mailbox.waitForRounds(kind, need, ctx.keepWaiting);
     };
     std::vector<double> scores(std::size_t(n), 0.0);
     scores[std::size_t(me)] = trainer.evaluateHeldOut(m_heldOut).accuracy();

@@ -213,6 +213,20 @@ bool Mailbox::waitUntil(Kind kind, const std::function<bool(const std::vector<st
     }
 }
 
+bool Mailbox::waitForRounds(Kind kind, const std::vector<std::int64_t> &need, const std::function<bool()> &tick)
+{
+    return waitUntil(
+        kind,
+        [&](const std::vector<std::int64_t> &latest) {
+            for (std::size_t j = 0; j < need.size(); ++j) {
+                if (latest[j] < need[j])
+                    return false;
+            }
+            return true;
+        },
+        tick);
+}
+
 std::vector<double> Mailbox::incomingBandwidth() const
 {
     std::lock_guard lock(m_mutex);

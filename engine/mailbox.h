@@ -89,6 +89,9 @@ public:
     // lock; tick runs about every `tickS` outside it. Throws what check() throws.
     bool waitUntil(Kind kind, const std::function<bool(const std::vector<std::int64_t> &)> &ready,
                    const std::function<bool()> &tick, double tickS = 0.25);
+    // waitUntil() for the common case: a `kind` message of round need[j] or
+    // later from every peer j (need[j] < 0: nothing from j).
+    bool waitForRounds(Kind kind, const std::vector<std::int64_t> &need, const std::function<bool()> &tick);
     // Rethrows the first failure of a sender or receiver thread.
     void check();
     bool anyPeerClosed() const;

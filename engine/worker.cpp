@@ -417,12 +417,16 @@ protocol::EvalRecord Worker::evaluateGroup(Comm &comm, Trainer &trainer, Progres
     return e;
 }
 
-bool Worker::budgetSpent(const Progress &progress, double groupSamples, const Trainer &trainer) const
+bool Worker::ownBudgetSpent(const Progress &progress) const
 {
     const auto &budget = m_spec.budget;
     return (budget.seconds > 0 && progress.elapsed() >= budget.seconds)
-        || (budget.maxRounds > 0 && progress.result.rounds >= budget.maxRounds)
-        || (budget.epochs > 0 && groupSamples >= budget.epochs * double(trainer.globalTrainSize()));
+        || (budget.maxRounds > 0 && progress.result.rounds >= budget.maxRounds);
+}
+
+bool Worker::epochsSpent(double groupSamples, const Trainer &trainer) const
+{
+    return m_spec.budget.epochs > 0 && groupSamples >= m_spec.budget.epochs * double(trainer.globalTrainSize());
 }
 
 void Worker::runRound(Strategy &strategy, Trainer &trainer, LinkEmulator &emulator, Progress &progress,
@@ -499,7 +503,7 @@ Worker::GroupEnd Worker::train(Comm &comm, Trainer &trainer, LinkEmulator &emula
         mine[ControlExchange::Merge] = m_merge.exchange(false) ? 1 : 0;
         mine[ControlExchange::Regroup] = m_regroupPending ? 1 : 0;
         if (rank == 0) {
-            if (budgetSpent(progress, control.sum(ControlExchange::Samples), trainer))
+            if (ownBudgetSpent(progress) || epochsSpent(control.sum(ControlExchange::Samples), trainer))
                 mine[ControlExchange::Stop] = 1;
             mine[ControlExchange::Eval] = progress.elapsed() - progress.lastEvalT >= m_spec.evalIntervalS ? 1 : 0;
         }
@@ -659,15 +663,8 @@ Worker::GroupEnd Worker::trainByMessages(Comm &comm, Trainer &trainer, LinkEmula
         double groupSamples = 0;
         for (int r = 0; r < world; ++r)
             groupSamples += r == rank ? row[ASamples] : rows[std::size_t(r)][ASamples];
-        const auto &budget = m_spec.budget;
-        row[AStop] = m_stop || targetReached
-                || (budget.epochs > 0 && groupSamples >= budget.epochs * double(trainer.globalTrainSize()))
-            ? 1
-            : 0;
-        row[ADone] = (budget.seconds > 0 && progress.elapsed() >= budget.seconds)
-                || (budget.maxRounds > 0 && result.rounds >= budget.maxRounds)
-            ? 1
-            : 0;
+        row[AStop] = m_stop || targetReached || epochsSpent(groupSamples, trainer) ? 1 : 0;
+        row[ADone] = ownBudgetSpent(progress) ? 1 : 0;
         row[ARegroup] = m_regroupPending ? 1 : 0;
         const std::vector<double> incoming = strategy->incomingBandwidth();
         row.insert(row.end(), incoming.begin(), incoming.end());

@@ -104,7 +104,10 @@ private:
     protocol::EvalRecord evaluateGroup(Comm &comm, Trainer &trainer, Progress &progress, bool final);
     // The final evaluation, unless the target's evaluation already was.
     GroupEnd finish(Comm &comm, Trainer &trainer, Progress &progress);
-    bool budgetSpent(const Progress &progress, double groupSamples, const Trainer &trainer) const;
+    // The time and rounds budgets, each worker's own; the epochs budget,
+    // which counts the samples of the whole group.
+    bool ownBudgetSpent(const Progress &progress) const;
+    bool epochsSpent(double groupSamples, const Trainer &trainer) const;
     // Reports a strategy's merge, naming workers by id.
     std::function<void(const protocol::MergeEvent &)> mergeHook(const QList<int> &members) const;
     // Blocks until a plan newer than the current generation arrives; nullopt
