@@ -43,7 +43,7 @@ struct Comm::State {
     std::vector<c10d::Work *> waitingP2p;
 };
 
-Comm::Comm(const Options &o) : m_rank(o.rank), m_world(o.world), m_state(std::make_shared<State>()), m_options(o)
+Comm::Comm(const Options &o) : m_options(o), m_rank(o.rank), m_world(o.world), m_state(std::make_shared<State>())
 {
     m_state->timeout = o.timeout;
 }

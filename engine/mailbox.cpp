@@ -50,9 +50,9 @@ SparseGradient sumOf(const SparseGradient &a, const SparseGradient &b)
 
 Mailbox::Mailbox(Comm &comm, const LinkEmulator &emulator)
     : m_comm(comm), m_emulator(emulator), m_rank(comm.rank()), m_world(comm.world()),
-      m_outbox(std::size_t(m_world)), m_closed(std::size_t(m_world), false),
-      m_sentBytes(std::size_t(m_world), 0), m_latest(std::size_t(kKinds), std::vector<std::int64_t>(std::size_t(m_world), -1)),
-      m_undelivered(std::size_t(m_world)), m_ceiling(std::size_t(m_world), 0.0), m_incoming(m_world)
+      m_outbox(std::size_t(m_world)), m_latest(std::size_t(kKinds), std::vector<std::int64_t>(std::size_t(m_world), -1)),
+      m_undelivered(std::size_t(m_world)), m_ceiling(std::size_t(m_world), 0.0), m_closed(std::size_t(m_world), false),
+      m_peerEvaluating(std::size_t(m_world), false), m_sentBytes(std::size_t(m_world), 0), m_incoming(m_world)
 {
     for (int j = 0; j < m_world; ++j) {
         if (j == m_rank)
@@ -193,10 +193,35 @@ void Mailbox::check()
         std::rethrow_exception(m_error);
 }
 
+void Mailbox::evaluating(bool started, double t)
+{
+    for (int j = 0; j < m_world; ++j) {
+        if (j != m_rank)
+            send(j, Kind::Evaluating, 0, {}, t, started ? 1 : 0);
+    }
+}
+
+double Mailbox::evaluatingSecondsLocked() const
+{
+    const bool now = std::find(m_peerEvaluating.begin(), m_peerEvaluating.end(), true) != m_peerEvaluating.end();
+    return m_evaluatingS + (now ? std::chrono::duration<double>(Clock::now() - m_evaluatingSince).count() : 0.0);
+}
+
+double Mailbox::takeWaitedOnEvaluationS()
+{
+    std::lock_guard lock(m_mutex);
+    return std::exchange(m_waitedOnEvaluationS, 0.0);
+}
+
 bool Mailbox::waitUntil(Kind kind, const std::function<bool(const std::vector<std::int64_t> &)> &ready,
                         const std::function<bool()> &tick, double tickS)
 {
     const auto &latest = m_latest[std::size_t(kind)];
+    double evaluatingAtStart = 0;
+    {
+        std::lock_guard lock(m_mutex);
+        evaluatingAtStart = evaluatingSecondsLocked();
+    }
     for (;;) {
         {
             std::unique_lock lock(m_mutex);
@@ -205,8 +230,10 @@ bool Mailbox::waitUntil(Kind kind, const std::function<bool(const std::vector<st
             });
             if (m_error)
                 std::rethrow_exception(m_error);
-            if (done)
+            if (done) {
+                m_waitedOnEvaluationS += evaluatingSecondsLocked() - evaluatingAtStart;
                 return ready(latest);
+            }
         }
         if (!tick())
             return false;
@@ -393,6 +420,13 @@ void Mailbox::receiverLoop(int peer)
                 // The sender's link time covered header and body alike.
                 if (bodyBytes >= kMinEstimateBytes || tookS >= kMinEstimateS)
                     m_incoming.addTransfer(peer, kHeaderBytes + bodyBytes, tookS);
+                if (m.kind == Kind::Evaluating) {
+                    // Banks the time some peer was evaluating up to now.
+                    m_evaluatingS = evaluatingSecondsLocked();
+                    m_evaluatingSince = Clock::now();
+                    m_peerEvaluating[std::size_t(peer)] = m.aux != 0;
+                    continue;
+                }
                 auto &latest = m_latest[std::size_t(kind)][std::size_t(peer)];
                 latest = std::max(latest, m.round);
                 m_inbox.push_back(std::move(m));

@@ -42,7 +42,7 @@ class LinkEmulator;
 // a malformed frame surfaces as an exception from check() and waitUntil().
 class Mailbox {
 public:
-    enum class Kind : std::int64_t { Data = 1, Control, Eval, Barrier, Score, Model, Bye };
+    enum class Kind : std::int64_t { Data = 1, Control, Eval, Barrier, Score, Model, Evaluating, Bye };
     static constexpr int kKinds = int(Kind::Bye) + 1;
     struct Message {
         int from = -1;
@@ -92,6 +92,15 @@ public:
     // waitUntil() for the common case: a `kind` message of round need[j] or
     // later from every peer j (need[j] < 0: nothing from j).
     bool waitForRounds(Kind kind, const std::vector<std::int64_t> &need, const std::function<bool()> &tick);
+    // Tells every peer that this worker starts or ends an evaluation. While
+    // a peer evaluates, the time this worker's waits last is not training
+    // time (all-reduce's evaluation stops every clock at once; a worker that
+    // waits for an evaluating peer's payload would otherwise be charged for
+    // it, and a synchronous strategy more than an asynchronous one).
+    void evaluating(bool started, double t);
+    // How long this worker's waits overlapped a peer's evaluation since the
+    // last call.
+    double takeWaitedOnEvaluationS();
     // Rethrows the first failure of a sender or receiver thread.
     void check();
     bool anyPeerClosed() const;
@@ -133,6 +142,9 @@ private:
     // `start` and the message's deadline; the rest goes to m_undelivered.
     torch::Tensor streamWithin(int peer, Outgoing &m, Clock::time_point start);
     void receiverLoop(int peer);
+    // Seconds during which at least one peer was evaluating, as announced
+    // on its link; under m_mutex.
+    double evaluatingSecondsLocked() const;
     void fail(std::exception_ptr e);
     void shutdown();
 
@@ -149,6 +161,10 @@ private:
     std::vector<std::vector<SparseGradient>> m_undelivered;
     std::vector<double> m_ceiling;  // per peer: bytes/s a deadline-bound send carried (0 = none)
     std::vector<bool> m_closed;
+    std::vector<bool> m_peerEvaluating;
+    Clock::time_point m_evaluatingSince{};
+    double m_evaluatingS = 0;           // closed intervals with a peer evaluating
+    double m_waitedOnEvaluationS = 0;  // not yet taken
     std::vector<std::int64_t> m_sentBytes;
     BandwidthEstimator m_incoming;
     std::exception_ptr m_error;

@@ -430,7 +430,7 @@ bool Worker::epochsSpent(double groupSamples, const Trainer &trainer) const
 }
 
 void Worker::runRound(Strategy &strategy, Trainer &trainer, LinkEmulator &emulator, Progress &progress,
-                      ComputePacer &pacer, RoundContext &ctx, const QList<int> &members)
+                      ComputePacer &pacer, RoundContext &ctx, const QList<int> &members, Mailbox *mailbox)
 {
     const int id = m_spec.rank;
     WorkerResult &result = progress.result;
@@ -466,6 +466,11 @@ void Worker::runRound(Strategy &strategy, Trainer &trainer, LinkEmulator &emulat
     const auto t2 = Clock::now();
     strategy.afterStep(ctx);
     rec.commS += secondsSince(t2);
+    if (mailbox) {
+        const double frozenS = mailbox->takeWaitedOnEvaluationS();
+        progress.pausedS += frozenS;
+        rec.commS = std::max(0.0, rec.commS - frozenS);
+    }
 
     rec.t = progress.elapsed();
     rec.batch = int(batch);
@@ -716,7 +721,9 @@ Worker::GroupEnd Worker::trainByMessages(Comm &comm, Trainer &trainer, LinkEmula
         const auto started = Clock::now();
         const double t = progress.elapsed();
         const std::int64_t index = std::int64_t(t / interval);
+        mailbox.evaluating(true, t);
         const EvalResult local = trainer.evaluate();
+        mailbox.evaluating(false, t);
         progress.lastEvalT = double(index) * interval;
         protocol::EvalRecord e = evalRecord(m_spec.rank, result.rounds, t, local);
         e.samples = int(local.count);
@@ -786,7 +793,7 @@ Worker::GroupEnd Worker::trainByMessages(Comm &comm, Trainer &trainer, LinkEmula
         const auto mine = ctx.bandwidth.begin() + rank * world;
         const std::vector<double> outgoing = mailbox.outgoingEstimate(std::vector<double>(mine, mine + world));
         std::copy(outgoing.begin(), outgoing.end(), mine);
-        runRound(*strategy, trainer, emulator, progress, pacer, ctx, members);
+        runRound(*strategy, trainer, emulator, progress, pacer, ctx, members, &mailbox);
         absorb();
         reportEvals();
         if (secondsSince(lastControl) >= kControlPeriodS)

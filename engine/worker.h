@@ -20,6 +20,7 @@ class Checkpointer;
 class Comm;
 class ComputePacer;
 class LinkEmulator;
+class Mailbox;
 class Strategy;
 class Trainer;
 struct RoundContext;
@@ -97,8 +98,10 @@ private:
     // no call waits on a collective until the final evaluation.
     GroupEnd trainByMessages(Comm &comm, Trainer &trainer, LinkEmulator &emulator, Progress &progress);
     // One round: compute, the strategy's exchange, the step, telemetry.
+    // With a mailbox, the time the round waited on evaluating peers is off
+    // the clock.
     void runRound(Strategy &strategy, Trainer &trainer, LinkEmulator &emulator, Progress &progress, ComputePacer &pacer,
-                  RoundContext &ctx, const QList<int> &members);
+                  RoundContext &ctx, const QList<int> &members, Mailbox *mailbox = nullptr);
     // The collective evaluation of every replica (and, when final, of the
     // parameter average).
     protocol::EvalRecord evaluateGroup(Comm &comm, Trainer &trainer, Progress &progress, bool final);

@@ -93,6 +93,7 @@ private Q_SLOTS:
     void knowledgeTransferMergeMath();
     void mailboxPacesLinksAndMeasuresThem();
     void cutLinkCarriesWhatFitsAndIsMeasured();
+    void waitsOverlappingAPeersEvaluationAreCounted();
     void noStrategyReadsALinkCap();
 };
 
@@ -382,6 +383,43 @@ void TestDlionMath::mailboxPacesLinksAndMeasuresThem()
     // Each receiver's estimate of its incoming link is within 10% of its cap.
     QVERIFY2(std::abs(estimate[1] - 80) < 8, qPrintable(QString::number(estimate[1])));
     QVERIFY2(std::abs(estimate[0] - 20) < 2, qPrintable(QString::number(estimate[0])));
+}
+
+void TestDlionMath::waitsOverlappingAPeersEvaluationAreCounted()
+{
+    // Rank 1 evaluates for 0.6 s (announced at both ends), then sends its
+    // round-0 payload, and its round-1 payload 0.4 s later. Rank 0 waits
+    // for each: the first wait overlapped the evaluation (off the clock),
+    // the second did not.
+    using Clock = std::chrono::steady_clock;
+    double wait[2] = {0, 0}, overlap[2] = {0, 0};
+    const std::string error = onTwoRanks(QJsonObject{}, [&](int r, Comm &comm, LinkEmulator &emulator) {
+        Mailbox mailbox(comm, emulator);
+        if (r == 1) {
+            mailbox.evaluating(true, 0);
+            std::this_thread::sleep_for(std::chrono::milliseconds(600));  // the evaluation's work
+            mailbox.evaluating(false, 0);
+            mailbox.send(0, Mailbox::Kind::Data, 0, {}, 0);
+            std::this_thread::sleep_for(std::chrono::milliseconds(400));  // a round's compute
+            mailbox.send(0, Mailbox::Kind::Data, 1, {}, 0);
+        } else {
+            for (int k = 0; k < 2; ++k) {
+                const auto t0 = Clock::now();
+                if (!mailbox.waitForRounds(Mailbox::Kind::Data, {-1, k}, [] { return true; }))
+                    throw std::runtime_error("the peer left before its payload arrived");
+                wait[k] = std::chrono::duration<double>(Clock::now() - t0).count();
+                overlap[k] = mailbox.takeWaitedOnEvaluationS();
+            }
+        }
+        mailbox.close();
+    });
+    QVERIFY2(error.empty(), error.c_str());
+    const QString seen = QString::asprintf("waits %.3f s and %.3f s, overlapping an evaluation %.3f s and %.3f s", wait[0],
+                                           wait[1], overlap[0], overlap[1]);
+    // The notices cross the same link, so their delays mostly cancel; a
+    // loaded machine can still shift one by a scheduling slice.
+    QVERIFY2(wait[0] >= 0.55 && overlap[0] >= 0.45 && overlap[0] <= wait[0], qPrintable(seen));
+    QVERIFY2(wait[1] >= 0.35 && overlap[1] < 0.05, qPrintable(seen));
 }
 
 void TestDlionMath::cutLinkCarriesWhatFitsAndIsMeasured()
