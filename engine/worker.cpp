@@ -659,7 +659,7 @@ Worker::GroupEnd Worker::trainByMessages(Comm &comm, Trainer &trainer, LinkEmula
     const double interval = m_spec.evalIntervalS;
 
     std::vector<std::vector<double>> rows(std::size_t(world), std::vector<double>(ASlotCount + world, 0.0));
-    bool targetReached = false;
+    bool targetReached = false, budgetSpent = false;
     auto lastControl = Clock::now();
     auto myRow = [&] {
         std::vector<double> row(ASlotCount, 0.0);
@@ -669,7 +669,10 @@ Worker::GroupEnd Worker::trainByMessages(Comm &comm, Trainer &trainer, LinkEmula
         for (int r = 0; r < world; ++r)
             groupSamples += r == rank ? row[ASamples] : rows[std::size_t(r)][ASamples];
         row[AStop] = m_stop || targetReached || epochsSpent(groupSamples, trainer) ? 1 : 0;
-        row[ADone] = ownBudgetSpent(progress) ? 1 : 0;
+        // Once said, never unsaid: peers may already be leaving on it, and
+        // the clock steps back when a wait on an evaluating peer is taken off it.
+        budgetSpent = budgetSpent || ownBudgetSpent(progress);
+        row[ADone] = budgetSpent ? 1 : 0;
         row[ARegroup] = m_regroupPending ? 1 : 0;
         const std::vector<double> incoming = strategy->incomingBandwidth();
         row.insert(row.end(), incoming.begin(), incoming.end());
