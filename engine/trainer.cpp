@@ -8,25 +8,23 @@
 #include <torch/utils.h>
 
 #include <cmath>
+#include <cstring>
 #include <numeric>
 
 namespace dlion::engine {
 
 namespace {
 
-// Bytes -> normalised float NCHW tensor, only for the selected samples.
+// The selected samples' bytes as an NCHW uint8 tensor: a quarter of the
+// memory of floats (188 MB for Fashion-MNIST's training set on one worker);
+// batches are normalised as they are drawn.
 torch::Tensor toImages(const RawDataset &d, const std::vector<std::int64_t> &indices)
 {
     const std::int64_t px = d.sampleBytes();
-    auto out = torch::empty({std::int64_t(indices.size()), d.channels, d.height, d.width});
-    float *dst = out.data_ptr<float>();
-    const float scale = 1.f / (255.f * d.std);
-    const float shift = d.mean / d.std;
-    for (std::size_t i = 0; i < indices.size(); ++i) {
-        const std::uint8_t *src = d.pixels.data() + indices[i] * px;
-        for (std::int64_t j = 0; j < px; ++j)
-            *dst++ = float(src[j]) * scale - shift;
-    }
+    auto out = torch::empty({std::int64_t(indices.size()), d.channels, d.height, d.width}, torch::kByte);
+    std::uint8_t *dst = out.data_ptr<std::uint8_t>();
+    for (std::size_t i = 0; i < indices.size(); ++i)
+        std::memcpy(dst + std::int64_t(i) * px, d.pixels.data() + indices[i] * px, std::size_t(px));
     return out;
 }
 
@@ -72,6 +70,8 @@ Trainer::Trainer(const protocol::JobSpec &spec) : m_spec(spec), m_rng(spec.seed 
     const std::vector<std::uint8_t> labels(train.labels.begin(), train.labels.end() - heldOut);
     const auto parts = partitionIndices(labels, train.classes, spec.world, spec.dirichletAlpha(), spec.seed);
     const auto &mine = parts[std::size_t(spec.rank)];
+    m_scale = 1.f / (255.f * train.std);
+    m_shift = train.mean / train.std;
     m_trainX = toImages(train, mine);
     m_trainY = toLabels(train, mine);
     std::vector<std::int64_t> held(static_cast<std::size_t>(heldOut));
@@ -92,6 +92,12 @@ Trainer::Trainer(const protocol::JobSpec &spec) : m_spec(spec), m_rng(spec.seed 
     flatten(*m_model, &m_params, &m_grad);
     m_momentum = torch::zeros_like(m_params);
     m_cursor = m_trainX.size(0);  // the first batch shuffles
+}
+
+torch::Tensor Trainer::normalised(const torch::Tensor &bytes)
+{
+    m_input.resize_(bytes.sizes());
+    return m_input.copy_(bytes).mul_(m_scale).sub_(m_shift);
 }
 
 torch::Tensor Trainer::nextBatchIndices(std::int64_t samples)
@@ -115,7 +121,7 @@ double Trainer::computeGradient(std::int64_t samples)
 {
     m_model->train();
     const auto idx = nextBatchIndices(std::max<std::int64_t>(samples, 1));
-    const auto x = m_trainX.index_select(0, idx);
+    const auto x = normalised(m_trainX.index_select(0, idx));
     const auto y = m_trainY.index_select(0, idx);
     m_grad.zero_();
     auto loss = torch::nn::functional::cross_entropy(m_model->forward(x), y);
@@ -148,7 +154,7 @@ EvalResult Trainer::evaluateOn(const torch::Tensor &x, const torch::Tensor &y)
     constexpr std::int64_t kChunk = 1000;
     for (std::int64_t off = 0; off < x.size(0); off += kChunk) {
         const std::int64_t n = std::min(kChunk, x.size(0) - off);
-        const auto logits = m_model->forward(x.narrow(0, off, n));
+        const auto logits = m_model->forward(normalised(x.narrow(0, off, n)));
         const auto yy = y.narrow(0, off, n);
         r.lossSum += torch::nn::functional::cross_entropy(
                          logits, yy, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
