@@ -196,12 +196,18 @@ void Mailbox::check()
         std::rethrow_exception(m_error);
 }
 
-void Mailbox::evaluating(bool started, double t)
+void Mailbox::evaluating(bool started, std::int64_t index, double t)
 {
     for (int j = 0; j < m_world; ++j) {
         if (j != m_rank)
-            send(j, Kind::Evaluating, 0, {}, t, started ? 1 : 0);
+            send(j, Kind::Evaluating, index, {}, t, started ? 1 : 0);
     }
+}
+
+std::int64_t Mailbox::evaluationAnnounced() const
+{
+    std::lock_guard lock(m_mutex);
+    return m_evaluationAnnounced;
 }
 
 double Mailbox::evaluatingSecondsLocked() const
@@ -438,6 +444,8 @@ void Mailbox::receiverLoop(int peer)
                     m_evaluatingS = evaluatingSecondsLocked();
                     m_evaluatingSince = Clock::now();
                     m_peerEvaluating[std::size_t(peer)] = m.aux != 0;
+                    if (m.aux != 0)
+                        m_evaluationAnnounced = std::max(m_evaluationAnnounced, m.round);
                     continue;
                 }
                 auto &latest = m_latest[std::size_t(kind)][std::size_t(peer)];

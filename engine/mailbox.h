@@ -98,7 +98,10 @@ public:
     // time (all-reduce's evaluation stops every clock at once; a worker that
     // waits for an evaluating peer's payload would otherwise be charged for
     // it, and a synchronous strategy more than an asynchronous one).
-    void evaluating(bool started, double t);
+    // `index`: which evaluation (the training clock / the interval).
+    void evaluating(bool started, std::int64_t index, double t);
+    // The highest evaluation index a peer has started (-1: none yet).
+    std::int64_t evaluationAnnounced() const;
     // How long this worker's waits overlapped a peer's evaluation since the
     // last call.
     double takeWaitedOnEvaluationS();
@@ -166,6 +169,7 @@ private:
     Clock::time_point m_evaluatingSince{};
     double m_evaluatingS = 0;           // closed intervals with a peer evaluating
     double m_waitedOnEvaluationS = 0;  // not yet taken
+    std::int64_t m_evaluationAnnounced = -1;
     std::vector<std::int64_t> m_sentBytes;
     BandwidthEstimator m_incoming;
     std::exception_ptr m_error;

@@ -15,6 +15,7 @@
 #include <torch/utils.h>
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstring>
 #include <deque>
@@ -720,13 +721,21 @@ Worker::GroupEnd Worker::trainByMessages(Comm &comm, Trainer &trainer, LinkEmula
             sendControl();
         return !leaving();
     };
+    // An evaluation is due when this worker's clock passes the next multiple
+    // of the interval, or when a peer has started one this worker has not
+    // made: evaluating with it overlaps the two, where one after the other
+    // would stop every clock twice.
+    auto evaluationDue = [&] {
+        const auto last = std::int64_t(std::floor(progress.lastEvalT / interval + 1e-9));
+        return progress.elapsed() - progress.lastEvalT >= interval || mailbox.evaluationAnnounced() > last;
+    };
     auto evaluateReplica = [&] {
         const auto started = Clock::now();
         const double t = progress.elapsed();
-        const std::int64_t index = std::int64_t(t / interval);
-        mailbox.evaluating(true, t);
+        const std::int64_t index = std::max(std::int64_t(t / interval), mailbox.evaluationAnnounced());
+        mailbox.evaluating(true, index, t);
         const EvalResult local = trainer.evaluate();
-        mailbox.evaluating(false, t);
+        mailbox.evaluating(false, index, t);
         progress.lastEvalT = double(index) * interval;
         protocol::EvalRecord e = evalRecord(m_spec.rank, result.rounds, t, local);
         e.samples = int(local.count);
@@ -778,7 +787,7 @@ Worker::GroupEnd Worker::trainByMessages(Comm &comm, Trainer &trainer, LinkEmula
                 setState("running");
             continue;
         }
-        if (progress.elapsed() - progress.lastEvalT >= interval)
+        if (evaluationDue())
             evaluateReplica();
 
         RoundContext ctx;

@@ -393,12 +393,13 @@ void TestDlionMath::waitsOverlappingAPeersEvaluationAreCounted()
     // the second did not.
     using Clock = std::chrono::steady_clock;
     double wait[2] = {0, 0}, overlap[2] = {0, 0};
+    std::int64_t announced = -1;  // the evaluation rank 0 has heard of
     const std::string error = onTwoRanks(QJsonObject{}, [&](int r, Comm &comm, LinkEmulator &emulator) {
         Mailbox mailbox(comm, emulator);
         if (r == 1) {
-            mailbox.evaluating(true, 0);
+            mailbox.evaluating(true, 1, 0);
             std::this_thread::sleep_for(std::chrono::milliseconds(600));  // the evaluation's work
-            mailbox.evaluating(false, 0);
+            mailbox.evaluating(false, 1, 0);
             mailbox.send(0, Mailbox::Kind::Data, 0, {}, 0);
             std::this_thread::sleep_for(std::chrono::milliseconds(400));  // a round's compute
             mailbox.send(0, Mailbox::Kind::Data, 1, {}, 0);
@@ -408,6 +409,7 @@ void TestDlionMath::waitsOverlappingAPeersEvaluationAreCounted()
                 if (!mailbox.waitForRounds(Mailbox::Kind::Data, {-1, k}, [] { return true; }))
                     throw std::runtime_error("the peer left before its payload arrived");
                 wait[k] = std::chrono::duration<double>(Clock::now() - t0).count();
+                announced = mailbox.evaluationAnnounced();
                 overlap[k] = mailbox.takeWaitedOnEvaluationS();
             }
         }
@@ -420,6 +422,7 @@ void TestDlionMath::waitsOverlappingAPeersEvaluationAreCounted()
     // loaded machine can still shift one by a scheduling slice.
     QVERIFY2(wait[0] >= 0.55 && overlap[0] >= 0.3 && overlap[0] <= wait[0], qPrintable(seen));
     QVERIFY2(wait[1] >= 0.35 && overlap[1] < 0.05, qPrintable(seen));
+    QCOMPARE(announced, std::int64_t(1));
 }
 
 void TestDlionMath::cutLinkCarriesWhatFitsAndIsMeasured()
