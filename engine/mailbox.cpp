@@ -20,9 +20,6 @@ constexpr double kHeaderBytes = kHeaderWords * 8;
 // The largest payload a header may announce (1 GiB): a bigger one is a
 // corrupted frame, not a model.
 constexpr std::int64_t kMaxWords = std::int64_t(1) << 28;
-// Bodies travel in chunks of at most this many words (1 MiB) into one
-// receive buffer per link that stays posted.
-constexpr std::int64_t kChunkWords = std::int64_t(1) << 18;
 // Bodies below this say more about latency than bandwidth...
 constexpr double kMinEstimateBytes = 16 * 1024;
 // ...unless they took this long: then the link's rate dominates (a link cut
@@ -370,15 +367,14 @@ void Mailbox::senderLoop(int peer)
                 return;
             auto header = torch::tensor({std::int64_t(m.kind), m.round, m.payload.numel(), m.aux}, torch::kLong);
             const Comm::Request h = m_comm.isend(header, peer, kTagHeader);
+            Comm::Request b;
             if (m.payload.numel() > 0) {
                 if (!sleepUntil(done + seconds(latencyS)))
                     return;
-                for (std::int64_t off = 0; off < m.payload.numel(); off += kChunkWords) {
-                    torch::Tensor chunk = m.payload.narrow(0, off, std::min(kChunkWords, m.payload.numel() - off));
-                    m_comm.isend(chunk, peer, kTagBody).wait();
-                }
+                b = m_comm.isend(m.payload, peer, kTagBody);
             }
             h.wait();
+            b.wait();
             {
                 std::lock_guard lock(m_mutex);
                 m_sentBytes[std::size_t(peer)] += std::int64_t(bytes);
@@ -398,11 +394,6 @@ void Mailbox::senderLoop(int peer)
 void Mailbox::receiverLoop(int peer)
 {
     try {
-        // Always posted, so a body never waits for Gloo's receive-ready
-        // handshake (a round trip through both processes' threads, 1-3 ms
-        // on a loaded host, where the emulated link may take none).
-        auto chunk = torch::empty({kChunkWords}, torch::kInt);
-        Comm::Request chunkArrived = m_comm.irecv(chunk, peer, kTagBody);
         for (;;) {
             auto header = torch::zeros({kHeaderWords}, torch::kLong);
             m_comm.irecv(header, peer, kTagHeader).wait();
@@ -426,12 +417,8 @@ void Mailbox::receiverLoop(int peer)
             m.round = h[1];
             m.aux = h[3];
             m.payload = torch::empty({words}, torch::kInt);
-            for (std::int64_t off = 0; off < words; off += kChunkWords) {
-                chunkArrived.wait();
-                const std::int64_t n = std::min(kChunkWords, words - off);
-                std::memcpy(m.payload.data_ptr<std::int32_t>() + off, chunk.data_ptr<std::int32_t>(), std::size_t(n) * 4);
-                chunkArrived = m_comm.irecv(chunk, peer, kTagBody);
-            }
+            if (words > 0)
+                m_comm.irecv(m.payload, peer, kTagBody).wait();
             const double tookS = std::chrono::duration<double>(Clock::now() - headerArrived).count();
             const double bodyBytes = double(words) * 4;
             {

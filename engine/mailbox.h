@@ -40,7 +40,6 @@ class LinkEmulator;
 // Bye has arrived; no thread uses the Comm after that, so the group's
 // collectives (the final evaluation) can follow. A lost peer, an abort or
 // a malformed frame surfaces as an exception from check() and waitUntil().
-// One Mailbox per Comm: each receiver leaves a body receive posted.
 class Mailbox {
 public:
     enum class Kind : std::int64_t { Data = 1, Control, Eval, Barrier, Score, Model, Evaluating, Bye };
