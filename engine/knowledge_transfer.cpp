@@ -32,10 +32,7 @@ void KnowledgeTransfer::run(Trainer &trainer, Mailbox &mailbox, const RoundConte
     };
     std::vector<double> scores(std::size_t(n), 0.0);
     scores[std::size_t(me)] = trainer.evaluateHeldOut(m_heldOut).accuracy();
-    for (int j = 0; j < n; ++j) {
-        if (j != me)
-            mailbox.send(j, Mailbox::Kind::Score, ctx.round, Mailbox::packDoubles({scores[std::size_t(me)]}), ctx.elapsedS);
-    }
+    mailbox.sendToPeers(Mailbox::Kind::Score, ctx.round, Mailbox::packDoubles({scores[std::size_t(me)]}), ctx.elapsedS);
     if (!heard(Mailbox::Kind::Score, -1))
         return;  // leaving the group
     for (const auto &m : mailbox.take(Mailbox::Kind::Score)) {

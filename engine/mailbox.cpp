@@ -110,6 +110,14 @@ void Mailbox::send(int peer, Kind kind, std::int64_t round, const torch::Tensor 
     m_changed.notify_all();
 }
 
+void Mailbox::sendToPeers(Kind kind, std::int64_t round, const torch::Tensor &payload, double t, std::int64_t aux)
+{
+    for (int j = 0; j < m_world; ++j) {
+        if (j != m_rank)
+            send(j, kind, round, payload, t, aux);
+    }
+}
+
 void Mailbox::sendGradient(int peer, std::int64_t round, const SparseGradient &g, double t, Pending pending,
                            double deadlineS, std::int64_t aux)
 {
@@ -195,10 +203,7 @@ void Mailbox::check()
 
 void Mailbox::evaluating(bool started, std::int64_t index, double t)
 {
-    for (int j = 0; j < m_world; ++j) {
-        if (j != m_rank)
-            send(j, Kind::Evaluating, index, {}, t, started ? 1 : 0);
-    }
+    sendToPeers(Kind::Evaluating, index, {}, t, started ? 1 : 0);
 }
 
 std::int64_t Mailbox::evaluationAnnounced() const

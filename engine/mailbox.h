@@ -64,6 +64,8 @@ public:
     // Queues `payload` (int32 words; undefined or empty for none) to `peer`
     // and returns at once. `t` is the training time, for the link schedule.
     void send(int peer, Kind kind, std::int64_t round, const torch::Tensor &payload, double t, std::int64_t aux = 0);
+    // send() to every peer.
+    void sendToPeers(Kind kind, std::int64_t round, const torch::Tensor &payload, double t, std::int64_t aux = 0);
     // What becomes of a gradient sent while the link has not started the
     // previous one to the same peer: it queues behind it, is added into it
     // (updates: Gaia, Ako) or replaces it (the newer state: Hop). Adding or

@@ -15,8 +15,8 @@
 #include <torch/utils.h>
 
 #include <algorithm>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <deque>
 #include <limits>
@@ -683,10 +683,7 @@ Worker::GroupEnd Worker::trainByMessages(Comm &comm, Trainer &trainer, LinkEmula
     auto sendControl = [&] {
         rows[std::size_t(rank)] = myRow();
         const torch::Tensor words = Mailbox::packDoubles(rows[std::size_t(rank)]);
-        for (int j = 0; j < world; ++j) {
-            if (j != rank)
-                mailbox.send(j, Mailbox::Kind::Control, result.rounds, words, progress.elapsed());
-        }
+        mailbox.sendToPeers(Mailbox::Kind::Control, result.rounds, words, progress.elapsed());
         lastControl = Clock::now();
     };
     EvalCollector evals(world);

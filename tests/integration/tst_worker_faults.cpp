@@ -49,7 +49,6 @@ double sentAt(const protocol::RoundRecord &r) { return r.t - r.commS; }
 
 // Mean bytes per round `worker` put on its link to `peer` over the rounds
 // sent at from <= t < to; *rounds gets how many there were.
-
 double meanLinkBytes(const core::RunData &d, int worker, int peer, double from, double to, int *rounds)
 {
     double bytes = 0;
