@@ -159,7 +159,7 @@ void AgentServer::startJob(const QCborMap &body)
     const QString host = m_options.address == QHostAddress::Any || m_options.address == QHostAddress::AnyIPv6
         ? QString()
         : m_options.address.toString();
-    m_runner = std::make_unique<JobRunner>(*spec, host.toStdString());
+    m_runner = std::make_unique<JobRunner>(*spec, host.toStdString(), m_options.secret);
     connect(m_runner.get(), &JobRunner::stateChanged, this, [this] { sendStatus(); });
     // Warnings travel as Error frames: the controller logs them and the run goes on.
     connect(m_runner.get(), &JobRunner::warning, this, [this](const QString &m) { sendError(QStringLiteral("warning: %1").arg(m)); });

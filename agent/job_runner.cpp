@@ -10,7 +10,7 @@ Q_DECLARE_LOGGING_CATEGORY(lcAgent)
 
 namespace dlion::agent {
 
-JobRunner::JobRunner(protocol::JobSpec spec, std::string localHost, QObject *parent)
+JobRunner::JobRunner(protocol::JobSpec spec, std::string localHost, QByteArray secret, QObject *parent)
     : QObject(parent), m_spec(std::move(spec))
 {
     engine::WorkerHooks hooks;
@@ -39,7 +39,7 @@ JobRunner::JobRunner(protocol::JobSpec spec, std::string localHost, QObject *par
     hooks.groupFailed = [this](int generation, const QString &why) {
         QMetaObject::invokeMethod(this, [this, generation, why] { Q_EMIT groupFailed(generation, why); }, Qt::QueuedConnection);
     };
-    m_worker = std::make_unique<engine::Worker>(m_spec, std::move(localHost), std::move(hooks));
+    m_worker = std::make_unique<engine::Worker>(m_spec, std::move(localHost), std::move(secret), std::move(hooks));
 }
 
 JobRunner::~JobRunner()

@@ -18,7 +18,7 @@ namespace dlion::agent {
 class JobRunner : public QObject {
     Q_OBJECT
 public:
-    JobRunner(protocol::JobSpec spec, std::string localHost, QObject *parent = nullptr);
+    JobRunner(protocol::JobSpec spec, std::string localHost, QByteArray secret, QObject *parent = nullptr);
     ~JobRunner() override;  // stops and joins the training thread
 
     void start();

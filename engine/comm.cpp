@@ -1,9 +1,10 @@
 #include "comm.h"
 
+#include "data_plane_auth.h"
 #include "engine_error.h"
 
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <algorithm>
 #include <condition_variable>
@@ -14,7 +15,44 @@
 namespace dlion::engine {
 
 namespace {
+// c10d's TCPStore authenticates no one and listens on every interface; this
+// store speaks to an auth::StoreServer that answers only holders of the key.
+class AuthenticatedStore : public c10d::Store {
+public:
+    AuthenticatedStore(const std::string &host, int port, const QByteArray &key, std::chrono::milliseconds timeout)
+        : c10d::Store(timeout), m_client(host, port, key, timeout)
+    {
+    }
+    void setTimeout(const std::chrono::milliseconds &timeout) override
+    {
+        c10d::Store::setTimeout(timeout);
+        m_client.setTimeout(timeout);
+    }
+    void set(const std::string &key, const std::vector<std::uint8_t> &value) override { m_client.set(key, value); }
+    std::vector<std::uint8_t> get(const std::string &key) override
+    {
+        m_client.wait({key}, timeout_);
+        if (auto value = m_client.tryGet(key))
+            return *value;
+        throw std::runtime_error("rendezvous store: key " + key + " was deleted while waited for");
+    }
+    std::int64_t add(const std::string &key, std::int64_t value) override { return m_client.add(key, value); }
+    bool deleteKey(const std::string &key) override { return m_client.remove(key); }
+    bool check(const std::vector<std::string> &keys) override { return m_client.check(keys); }
+    std::int64_t getNumKeys() override { return m_client.size(); }
+    void wait(const std::vector<std::string> &keys) override { m_client.wait(keys, timeout_); }
+    void wait(const std::vector<std::string> &keys, const std::chrono::milliseconds &timeout) override
+    {
+        m_client.wait(keys, timeout);
+    }
+
+private:
+    auth::StoreClient m_client;
+};
+
+// Destroyed in reverse: the group, then the store client, then the server.
 struct Group {
+    std::unique_ptr<auth::StoreServer> server;
     c10::intrusive_ptr<c10d::Store> store;
     c10::intrusive_ptr<c10d::ProcessGroupGloo> pg;
 };
@@ -43,7 +81,9 @@ struct Comm::State {
     std::vector<c10d::Work *> waitingP2p;
 };
 
-Comm::Comm(const Options &o) : m_options(o), m_rank(o.rank), m_world(o.world), m_state(std::make_shared<State>())
+Comm::Comm(const Options &o)
+    : m_options(o), m_rank(o.rank), m_world(o.world), m_state(std::make_shared<State>()),
+      m_groupKey(auth::groupKey(o.secret, o.rendezvousHost + ":" + std::to_string(o.rendezvousPort)))
 {
     m_state->timeout = o.timeout;
 }
@@ -54,8 +94,8 @@ bool Comm::aborted() const
     return m_state->aborted;
 }
 
-// Rendezvous steps block inside c10d, which cannot be interrupted; they run
-// in slices of kRendezvousSlice with abort and deadline checks in between,
+// Rendezvous steps (each store call is bounded by kRendezvousSlice) run
+// with abort and deadline checks in between,
 // so a superseded generation is left within a slice, whatever order the
 // plan reaches the workers in.
 void Comm::connect()
@@ -77,66 +117,43 @@ void Comm::connect()
         if (Clock::now() >= deadline)
             throw fail(what + " within " + std::to_string(o.timeout.count() / 1000) + " s");
     };
+    if (o.secret.size() < auth::kMinSecretBytes)
+        throw EngineError(where + " refused: the data plane needs the run secret (at least "
+                          + std::to_string(auth::kMinSecretBytes) + " bytes) to authenticate its peers");
     auto group = std::make_shared<Group>();
-    c10d::TCPStoreOptions so;
-    so.port = std::uint16_t(o.rendezvousPort);
-    so.isServer = o.rank == 0;
-    so.numWorkers = std::size_t(o.world);
-    so.waitWorkers = false;  // the barrier below waits, abortably
-    so.timeout = kRendezvousSlice;
-    for (;;) {
+    if (o.rank == 0) {
+        // Only on this worker's own address: the rendezvous is no business
+        // of the other interfaces.
+        const std::string bindHost = o.localHost.empty() ? o.rendezvousHost : o.localHost;
         try {
-            group->store = c10::make_intrusive<c10d::TCPStore>(o.rendezvousHost, so);
-            break;
+            group->server = std::make_unique<auth::StoreServer>(bindHost, o.rendezvousPort, m_groupKey);
         } catch (const std::exception &e) {
             // The host cannot listen (port taken): only a new plan helps.
-            if (so.isServer)
-                throw fail(std::string("cannot host the rendezvous (") + e.what() + ")");
+            throw fail(std::string("cannot host the rendezvous (") + e.what() + ")");
+        }
+    }
+    for (;;) {
+        try {
+            group->store = c10::make_intrusive<AuthenticatedStore>(o.rendezvousHost, o.rendezvousPort, m_groupKey, kRendezvousSlice);
+            break;
+        } catch (const std::exception &e) {
             checkTime(std::string("could not reach the rendezvous host (") + e.what() + ")");
             std::this_thread::sleep_for(std::chrono::milliseconds(200));
         }
     }
-    // c10d's store client has no receive timeout: on a port where some
-    // other program listens, its first request blocks for good. So the
-    // barrier runs on a thread of its own, which holds the store and is
-    // left behind (detached) when the deadline passes or an abort comes.
-    struct Barrier {
-        std::mutex mutex;
-        std::condition_variable arrived;
-        bool done = false;
-        std::string error;
-        std::atomic<bool> abandoned{false};
-    };
-    auto barrier = std::make_shared<Barrier>();
-    std::thread([barrier, store = group->store, world = o.world] {
-        std::string error;
-        try {
-            const std::string joined = "dlion/joined";
-            store->add(joined, 1);
-            while (!barrier->abandoned && store->add(joined, 0) < world)
-                std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        } catch (const std::exception &e) {
-            error = e.what();
+    // Every store call is bounded by its slice, so the barrier can check
+    // for an abort and the deadline between calls.
+    try {
+        const std::string joined = "dlion/joined";
+        group->store->add(joined, 1);
+        while (group->store->add(joined, 0) < o.world) {
+            checkTime("not every worker arrived");
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
         }
-        std::lock_guard lock(barrier->mutex);
-        barrier->done = true;
-        barrier->error = error;
-        barrier->arrived.notify_all();
-    }).detach();
-    {
-        std::unique_lock lock(barrier->mutex);
-        while (!barrier->arrived.wait_for(lock, std::chrono::milliseconds(50), [&] { return barrier->done; })) {
-            lock.unlock();
-            try {
-                checkTime("not every worker arrived");
-            } catch (...) {
-                barrier->abandoned = true;
-                throw;
-            }
-            lock.lock();
-        }
-        if (!barrier->error.empty())
-            throw fail("check that every worker can reach it (" + barrier->error + ")");
+    } catch (const GroupBrokenError &) {
+        throw;
+    } catch (const std::exception &e) {
+        throw fail("check that every worker can reach it (" + std::string(e.what()) + ")");
     }
     try {
         group->store->setTimeout(o.timeout);

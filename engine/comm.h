@@ -2,6 +2,8 @@
 
 #include <torch/types.h>
 
+#include <QByteArray>
+
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -17,8 +19,8 @@ class Work;
 
 namespace dlion::engine {
 
-// The data plane between workers: a c10d ProcessGroupGloo joined through a
-// TCPStore rendezvous that rank 0 hosts. Every operation is bounded by the
+// The data plane between workers: a c10d ProcessGroupGloo joined through an
+// authenticated rendezvous store that rank 0 hosts (data_plane_auth.h). Every operation is bounded by the
 // timeout, and abort() ends any wait early, the rendezvous included; a lost
 // peer or a rendezvous that cannot form surfaces as a GroupBrokenError,
 // never as a hang. With a world of 1 every collective is a no-op.
@@ -31,6 +33,8 @@ public:
         int rank = 0;
         int world = 1;
         std::chrono::milliseconds timeout{60000};
+        // The run secret the agents share: only its holders join the group.
+        QByteArray secret;
     };
 
     // Does not touch the network: register the Comm where abort() can
@@ -47,6 +51,8 @@ public:
 
     int rank() const { return m_rank; }
     int world() const { return m_world; }
+    // The key this group's messages are authenticated under.
+    const QByteArray &groupKey() const { return m_groupKey; }
 
     // Thread-safe: makes the current and every later wait throw
     // GroupBrokenError, so a worker stuck on a dead peer can regroup.
@@ -104,6 +110,7 @@ private:
     int m_rank;
     int m_world;
     std::shared_ptr<State> m_state;
+    QByteArray m_groupKey;
     std::shared_ptr<void> m_keepAlive;  // store + group (c10 intrusive pointers)
     c10d::ProcessGroupGloo *m_group = nullptr;
 };

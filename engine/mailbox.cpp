@@ -1,6 +1,8 @@
 #include "mailbox.h"
 
 #include "comm.h"
+#include "data_plane_auth.h"
+#include "engine_log.h"
 #include "engine_error.h"
 #include "link_emulator.h"
 #include "link_pacer.h"
@@ -12,11 +14,7 @@
 namespace dlion::engine {
 
 namespace {
-constexpr int kTagHeader = 11;
-constexpr int kTagBody = 12;
-// Header: kind, round, payload words, the strategy's word.
-constexpr std::int64_t kHeaderWords = 4;
-constexpr double kHeaderBytes = kHeaderWords * 8;
+constexpr double kHeaderBytes = Mailbox::kHeaderWords * 8;
 // The largest payload a header may announce (1 GiB): a bigger one is a
 // corrupted frame, not a model.
 constexpr std::int64_t kMaxWords = std::int64_t(1) << 28;
@@ -27,6 +25,14 @@ constexpr double kMinEstimateBytes = 16 * 1024;
 constexpr double kMinEstimateS = 0.25;
 
 using Clock = std::chrono::steady_clock;
+
+QByteArray sealOf(const QByteArray &key, const std::int64_t *header, const torch::Tensor &body)
+{
+    const QByteArrayView sealed(reinterpret_cast<const char *>(header), Mailbox::kSealedWords * 8);
+    const QByteArrayView bytes(reinterpret_cast<const char *>(body.data_ptr()), body.numel() * 4);
+    return auth::mac(key, {sealed, bytes});
+}
+
 Clock::duration seconds(double s) { return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s)); }
 
 // a + b, sparse while at most half the entries are set.
@@ -52,11 +58,14 @@ Mailbox::Mailbox(Comm &comm, const LinkEmulator &emulator)
     : m_comm(comm), m_emulator(emulator), m_rank(comm.rank()), m_world(comm.world()),
       m_outbox(std::size_t(m_world)), m_latest(std::size_t(kKinds), std::vector<std::int64_t>(std::size_t(m_world), -1)),
       m_undelivered(std::size_t(m_world)), m_ceiling(std::size_t(m_world), 0.0), m_closed(std::size_t(m_world), false),
-      m_peerEvaluating(std::size_t(m_world), false), m_sentBytes(std::size_t(m_world), 0), m_incoming(m_world)
+      m_peerEvaluating(std::size_t(m_world), false), m_sentBytes(std::size_t(m_world), 0), m_sendKeys(std::size_t(m_world)),
+      m_receiveKeys(std::size_t(m_world)), m_incoming(m_world)
 {
     for (int j = 0; j < m_world; ++j) {
         if (j == m_rank)
             continue;
+        m_sendKeys[std::size_t(j)] = auth::linkKey(comm.groupKey(), m_rank, j);
+        m_receiveKeys[std::size_t(j)] = auth::linkKey(comm.groupKey(), j, m_rank);
         m_threads.emplace_back([this, j] { senderLoop(j); });
         m_threads.emplace_back([this, j] { receiverLoop(j); });
     }
@@ -334,6 +343,7 @@ void Mailbox::senderLoop(int peer)
 {
     try {
         LinkPacer pacer(1);
+        std::int64_t sequence = 0;
         auto sleepUntil = [&](Clock::time_point when) {
             std::unique_lock lock(m_mutex);
             return !m_changed.wait_until(lock, when, [&] { return m_stopping; });
@@ -360,6 +370,11 @@ void Mailbox::senderLoop(int peer)
                     : m.deadlineS > 0                      ? streamWithin(peer, m, start)
                                                            : sparse_codec::encode(m.gradient);
             }
+            // Sealed before its time on the link, which the MAC would delay.
+            auto header = torch::tensor({std::int64_t(m.kind), m.round, m.payload.numel(), m.aux, ++sequence, std::int64_t(0),
+                                         std::int64_t(0)},
+                                        torch::kLong);
+            seal(m_sendKeys[std::size_t(peer)], header, m.payload);
             const double bytes = kHeaderBytes + double(m.payload.numel()) * 4;
             double transmitS = 0;
             {
@@ -370,7 +385,6 @@ void Mailbox::senderLoop(int peer)
             // The header arrives first, unless it is the whole message.
             if (!sleepUntil((m.payload.numel() > 0 ? start : done) + seconds(latencyS)))
                 return;
-            auto header = torch::tensor({std::int64_t(m.kind), m.round, m.payload.numel(), m.aux}, torch::kLong);
             const Comm::Request h = m_comm.isend(header, peer, kTagHeader);
             Comm::Request b;
             if (m.payload.numel() > 0) {
@@ -399,6 +413,7 @@ void Mailbox::senderLoop(int peer)
 void Mailbox::receiverLoop(int peer)
 {
     try {
+        std::int64_t lastSequence = 0;
         for (;;) {
             auto header = torch::zeros({kHeaderWords}, torch::kLong);
             m_comm.irecv(header, peer, kTagHeader).wait();
@@ -408,14 +423,6 @@ void Mailbox::receiverLoop(int peer)
             if (kind < std::int64_t(Kind::Data) || kind > std::int64_t(Kind::Bye) || words < 0 || words > kMaxWords)
                 throw EngineError("malformed message header from worker rank " + std::to_string(peer) + " (kind "
                                   + std::to_string(kind) + ", " + std::to_string(words) + " words)");
-            if (Kind(kind) == Kind::Bye) {
-                {
-                    std::lock_guard lock(m_mutex);
-                    m_closed[std::size_t(peer)] = true;
-                }
-                m_changed.notify_all();
-                return;
-            }
             Message m;
             m.from = peer;
             m.kind = Kind(kind);
@@ -425,6 +432,26 @@ void Mailbox::receiverLoop(int peer)
             if (words > 0)
                 m_comm.irecv(m.payload, peer, kTagBody).wait();
             const double tookS = std::chrono::duration<double>(Clock::now() - headerArrived).count();
+            // Gloo keeps a link's order, so a sequence number that does not
+            // rise is a replay.
+            if (h[4] <= lastSequence) {
+                reject(peer, "was replayed");
+                continue;
+            }
+            if (!auth::equal(QByteArrayView(reinterpret_cast<const char *>(h + kSealedWords), auth::kMacBytes),
+                             sealOf(m_receiveKeys[std::size_t(peer)], h, m.payload))) {
+                reject(peer, "failed authentication");
+                continue;
+            }
+            lastSequence = h[4];
+            if (m.kind == Kind::Bye) {
+                {
+                    std::lock_guard lock(m_mutex);
+                    m_closed[std::size_t(peer)] = true;
+                }
+                m_changed.notify_all();
+                return;
+            }
             const double bodyBytes = double(words) * 4;
             {
                 std::lock_guard lock(m_mutex);
@@ -449,6 +476,35 @@ void Mailbox::receiverLoop(int peer)
     } catch (...) {
         fail(std::current_exception());
     }
+}
+
+void Mailbox::seal(const QByteArray &key, torch::Tensor &header, const torch::Tensor &body)
+{
+    auto *words = header.data_ptr<std::int64_t>();
+    std::memcpy(words + kSealedWords, sealOf(key, words, body).constData(), auth::kMacBytes);
+}
+
+void Mailbox::reject(int peer, const char *why)
+{
+    int n = 0;
+    {
+        std::lock_guard lock(m_mutex);
+        n = ++m_rejected;
+    }
+    // The first few name the link; a flood is only counted.
+    if (n <= 10 || n % 1000 == 0)
+        qCWarning(lcEngine).noquote() << QStringLiteral("worker rank %1 dropped a message from rank %2 that %3 (%4 so far); someone "
+                                                        "without the run secret may be on the data plane")
+                                             .arg(m_rank)
+                                             .arg(peer)
+                                             .arg(QLatin1String(why))
+                                             .arg(n);
+}
+
+int Mailbox::rejected() const
+{
+    std::lock_guard lock(m_mutex);
+    return m_rejected;
 }
 
 torch::Tensor Mailbox::packDoubles(const std::vector<double> &v)

@@ -7,6 +7,8 @@
 
 #include <torch/types.h>
 
+#include <QByteArray>
+
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -35,6 +37,11 @@ class LinkEmulator;
 // to the end of its body is the time its bytes took on the link. Bodies
 // under 16 KiB that took under 0.25 s give no sample (timer noise and, on
 // real links, Gloo's handshake dominate them).
+//
+// Every message carries a MAC under the key of its link's direction over
+// its sequence number, header and body: a message that fails it (a
+// stranger's, a replayed or a reflected one) is dropped and counted, never
+// applied.
 //
 // close() sends Bye after everything queued and returns once every peer's
 // Bye has arrived; no thread uses the Comm after that, so the group's
@@ -106,6 +113,8 @@ public:
     // How long this worker's waits overlapped a peer's evaluation since the
     // last call.
     double takeWaitedOnEvaluationS();
+    // Messages dropped because they failed authentication.
+    int rejected() const;
     // Rethrows the first failure of a sender or receiver thread.
     void check();
     bool anyPeerClosed() const;
@@ -123,6 +132,16 @@ public:
 
     // The Bye handshake; throws what check() throws.
     void close();
+
+    // The wire: a header of kHeaderWords int64 (kind, round, payload words,
+    // the strategy's word, sequence number, MAC) on kTagHeader, then the
+    // payload on kTagBody. seal() writes the MAC of `header`'s first
+    // kSealedWords and `body` under `key` into the header.
+    static constexpr int kTagHeader = 11;
+    static constexpr int kTagBody = 12;
+    static constexpr std::int64_t kHeaderWords = 7;
+    static constexpr std::int64_t kSealedWords = 5;
+    static void seal(const QByteArray &key, torch::Tensor &header, const torch::Tensor &body);
 
     // Control rows and evaluation results travel as doubles.
     static torch::Tensor packDoubles(const std::vector<double> &v);
@@ -147,6 +166,8 @@ private:
     // `start` and the message's deadline; the rest goes to m_undelivered.
     torch::Tensor streamWithin(int peer, Outgoing &m, Clock::time_point start);
     void receiverLoop(int peer);
+    // Counts and reports a message from `peer` that is not applied.
+    void reject(int peer, const char *why);
     // Seconds during which at least one peer was evaluating, as announced
     // on its link; under m_mutex.
     double evaluatingSecondsLocked() const;
@@ -172,6 +193,8 @@ private:
     double m_waitedOnEvaluationS = 0;  // not yet taken
     std::int64_t m_evaluationAnnounced = -1;
     std::vector<std::int64_t> m_sentBytes;
+    std::vector<QByteArray> m_sendKeys, m_receiveKeys;  // per peer
+    int m_rejected = 0;
     BandwidthEstimator m_incoming;
     std::exception_ptr m_error;
     bool m_stopping = false;  // threads leave their waits

@@ -6,9 +6,7 @@
 #include "topk_select_cuda.h"
 #endif
 
-#include <QLoggingCategory>
-
-Q_DECLARE_LOGGING_CATEGORY(lcEngine)
+#include "engine_log.h"
 
 namespace dlion::engine {
 

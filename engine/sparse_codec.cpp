@@ -8,21 +8,6 @@
 
 namespace dlion::engine {
 
-namespace {
-
-std::uint32_t fnv(const std::int32_t *p, std::int64_t n)
-{
-    std::uint32_t h = 2166136261u;
-    for (std::int64_t i = 0; i < n; ++i) {
-        auto v = std::uint32_t(p[i]);
-        for (int b = 0; b < 4; ++b, v >>= 8)
-            h = (h ^ (v & 0xffu)) * 16777619u;
-    }
-    return h;
-}
-
-} // namespace
-
 std::int64_t SparseGradient::wireBytes() const
 {
     return (sparse_codec::kHeaderInts + (dense() ? 0 : indices.numel()) + values.numel()) * 4;
@@ -73,7 +58,6 @@ torch::Tensor encode(const SparseGradient &g)
     }
     const auto vals = g.values.to(torch::kFloat).contiguous();
     std::memcpy(p + kHeaderInts + idxCount, vals.data_ptr<float>(), std::size_t(count) * 4);
-    p[4] = std::int32_t(fnv(p + kHeaderInts, idxCount + count) ^ std::uint32_t(count) ^ std::uint32_t(g.length));
     return wire;
 }
 
@@ -89,12 +73,13 @@ SparseGradient decode(const torch::Tensor &wire)
     const std::int64_t idxCount = dense ? 0 : count;
     if (wire.numel() != kHeaderInts + idxCount + count || (!dense && offset != 0))
         throw EngineError("received a malformed gradient payload (size does not match its header)");
-    if (std::uint32_t(p[4]) != (fnv(p + kHeaderInts, idxCount + count) ^ std::uint32_t(count) ^ std::uint32_t(length)))
-        throw EngineError("received a corrupted gradient payload (checksum mismatch)");
     SparseGradient g;
     g.length = length;
     g.offset = offset;
     g.values = wire.narrow(0, kHeaderInts + idxCount, count).view(torch::kFloat).clone();
+    // One NaN would spread through every replica that applies it.
+    if (!g.values.isfinite().all().item<bool>())
+        throw EngineError("received a gradient payload with non-finite values (NaN or Inf); it is not applied");
     if (!dense) {
         g.indices = wire.narrow(0, kHeaderInts, count).to(torch::kLong);
         if (count && (g.indices.min().item<std::int64_t>() < 0 || g.indices.max().item<std::int64_t>() >= length))

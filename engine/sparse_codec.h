@@ -7,12 +7,12 @@
 namespace dlion::engine {
 
 // The wire form of a (possibly sparse) gradient slice sent over c10d:
-// one int32 tensor  [magic, count, length, offset, checksum, indices..., value bits...].
+// one int32 tensor  [magic, count, length, offset, indices..., value bits...].
 // `length` is the size of the dense vector the entries index into; a dense
 // payload has count == length and no index list. `offset` places a dense
-// slice (Ako's partitions) inside a larger vector. The checksum (FNV-1a over
-// the rest) lets the receiver reject a corrupted payload instead of applying
-// garbage to its model.
+// slice (Ako's partitions) inside a larger vector. Integrity and origin are
+// the Mailbox's MAC; decoding checks that the payload fits the receiver's
+// model and holds only finite values.
 struct SparseGradient {
     torch::Tensor indices;  // int64, empty for dense
     torch::Tensor values;   // float32
@@ -31,10 +31,10 @@ struct SparseGradient {
 
 namespace sparse_codec {
 inline constexpr std::int32_t kMagic = 0x444c5350;  // "DLSP"
-inline constexpr std::int64_t kHeaderInts = 5;
+inline constexpr std::int64_t kHeaderInts = 4;
 
 torch::Tensor encode(const SparseGradient &g);
-// Throws EngineError on a payload that is malformed or fails its checksum.
+// Throws EngineError on a payload that is malformed or not finite.
 SparseGradient decode(const torch::Tensor &wire);
 // decode() for a receiver whose vector has `length` entries: a payload
 // sized for another model is refused too.

@@ -136,8 +136,8 @@ struct Worker::Progress {
     }
 };
 
-Worker::Worker(protocol::JobSpec spec, std::string localHost, WorkerHooks hooks)
-    : m_spec(std::move(spec)), m_localHost(std::move(localHost)), m_hooks(std::move(hooks))
+Worker::Worker(protocol::JobSpec spec, std::string localHost, QByteArray secret, WorkerHooks hooks)
+    : m_spec(std::move(spec)), m_localHost(std::move(localHost)), m_secret(std::move(secret)), m_hooks(std::move(hooks))
 {
     m_slowdown = m_spec.slowdownFor(m_spec.rank);
     m_plan = m_spec.initialGroup();
@@ -266,6 +266,7 @@ std::unique_ptr<Comm> Worker::makeComm(const protocol::GroupPlan &plan)
     co.rendezvousHost = plan.rendezvousHost.toStdString();
     co.rendezvousPort = plan.rendezvousPort;
     co.localHost = m_localHost;
+    co.secret = m_secret;
     co.rank = plan.rankOf(m_spec.rank);
     co.world = int(plan.members.size());
     co.timeout = std::chrono::milliseconds(qint64(m_spec.strategyOptions.value("timeout_s").toDouble(60) * 1000));

@@ -3,6 +3,7 @@
 #include <job_spec.h>
 #include <telemetry.h>
 
+#include <QByteArray>
 #include <QString>
 
 #include <atomic>
@@ -67,7 +68,9 @@ struct WorkerResult {
 // they hold in the current group.
 class Worker {
 public:
-    Worker(protocol::JobSpec spec, std::string localHost, WorkerHooks hooks);
+    // `localHost`: the address this worker's data plane binds to (empty:
+    // the host's default); `secret`: the run secret its peers share.
+    Worker(protocol::JobSpec spec, std::string localHost, QByteArray secret, WorkerHooks hooks);
     ~Worker();
 
     // Blocking; throws EngineError with a user-facing message.
@@ -125,6 +128,7 @@ private:
 
     protocol::JobSpec m_spec;
     std::string m_localHost;
+    QByteArray m_secret;
     WorkerHooks m_hooks;
     std::atomic<bool> m_stop{false};
     std::atomic<bool> m_pause{false};

@@ -13,7 +13,7 @@ PACKAGES=(
   # job and cluster files in YAML
   libyaml-cpp-dev
   # GUI plots, SSH deployment
-  libqcustomplot-dev libssh-dev
+  libqcustomplot-dev libssh-dev libssl-dev
   # data
   dataset-fashion-mnist
   # peer benchmarks (PyTorch reference runs)

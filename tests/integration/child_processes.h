@@ -4,6 +4,7 @@
 #include <QDir>
 #include <QFile>
 #include <QList>
+#include <QSet>
 
 namespace dlion::test {
 
@@ -21,6 +22,33 @@ inline QList<qint64> childPids(qint64 pid)
         }
     }
     return out;
+}
+
+// The TCP ports process `pid` listens on: its socket inodes matched
+// against the kernel's tables of listening sockets.
+inline QList<quint16> listeningPorts(qint64 pid)
+{
+    QSet<QByteArray> inodes;
+    QDir fds(QString("/proc/%1/fd").arg(pid));
+    for (const QFileInfo &fd : fds.entryInfoList(QDir::System | QDir::NoDotAndDotDot)) {
+        const QString target = fd.symLinkTarget().section('/', -1);
+        if (target.startsWith("socket:["))
+            inodes.insert(target.mid(8).chopped(1).toLatin1());
+    }
+    QList<quint16> ports;
+    for (const char *table : {"tcp", "tcp6"}) {
+        QFile f(QString("/proc/%1/net/%2").arg(pid).arg(table));
+        if (!f.open(QIODevice::ReadOnly))
+            continue;
+        f.readLine();  // the column names
+        while (!f.atEnd()) {
+            const QList<QByteArray> cols = f.readLine().simplified().split(' ');
+            // local_address is HEX_IP:HEX_PORT; state 0A is LISTEN.
+            if (cols.size() > 9 && cols[3] == "0A" && inodes.contains(cols[9]))
+                ports.append(quint16(cols[1].mid(cols[1].lastIndexOf(':') + 1).toUInt(nullptr, 16)));
+        }
+    }
+    return ports;
 }
 
 inline bool alive(qint64 pid)

@@ -9,6 +9,7 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QProcess>
+#include <QTcpSocket>
 #include <QTemporaryDir>
 
 #include <csignal>
@@ -30,6 +31,7 @@ private Q_SLOTS:
     void agentsNeverOutliveTheCli();
     void attachTakesOverAfterTheCliDies();
     void telemetryTheControllerDidNotStoreIsReplayed();
+    void strangerOnTheDataPlaneCannotJoinOrInject();
 };
 
 namespace {
@@ -335,4 +337,47 @@ void TestLocalCluster::telemetryTheControllerDidNotStoreIsReplayed()
 }
 
 QTEST_GUILESS_MAIN(TestLocalCluster)
+void TestLocalCluster::strangerOnTheDataPlaneCannotJoinOrInject()
+{
+    // Once two workers train (Gaia: payloads through the mailbox), a
+    // stranger without the run secret connects to every port the agents
+    // listen on, the rendezvous store's included, and sends frames it made
+    // up. The run goes on to its budget and the store logs the attempt.
+    const QString cli = qEnvironmentVariable("DLION_CLI");
+    QVERIFY(!cli.isEmpty());
+    QTemporaryDir out;
+    QProcess p;
+    p.start(cli, {"run", "--workers", "2", "--dataset", "synthetic", "--model", "mlp", "--strategy", "gaia", "--seconds", "15",
+                  "--eval-interval", "1", "--out", out.path()});
+    QVERIFY(p.waitForStarted());
+    QByteArray progress;
+    QTRY_VERIFY_WITH_TIMEOUT((progress += p.readAllStandardOutput()).contains("accuracy"), 90000);
+    const QList<qint64> agents = test::childPids(p.processId());
+    QCOMPARE(agents.size(), 2);
+    QList<quint16> ports;
+    for (qint64 pid : agents)
+        ports += test::listeningPorts(pid);
+    QVERIFY2(ports.size() >= 3, qPrintable(QString("listening: %1 ports").arg(ports.size())));  // two agents and the store
+    std::vector<std::unique_ptr<QTcpSocket>> stranger;
+    for (quint16 port : ports) {
+        for (const QByteArray &frame : {QByteArray::fromHex("00000010") + QByteArray(32, 'x'), QByteArray::fromHex("7fffffff") + QByteArray(64, 'y')}) {
+            stranger.push_back(std::make_unique<QTcpSocket>());
+            stranger.back()->connectToHost(QHostAddress::LocalHost, port);
+            QVERIFY(stranger.back()->waitForConnected(5000));
+            stranger.back()->write(frame);
+            QVERIFY(stranger.back()->waitForBytesWritten(5000));
+        }
+    }
+    QVERIFY(p.waitForFinished(120000));
+    const QByteArray errors = p.readAllStandardError();
+    progress += p.readAllStandardOutput();
+    QVERIFY2(p.exitCode() == 0, errors.right(1500).constData());
+    QVERIFY2(errors.contains("rendezvous store: rejected a connection from 127.0.0.1"), errors.right(1500).constData());
+    QVERIFY2(progress.contains("run finished: final accuracy"), progress.right(800).constData());
+    QFile f(QDir(out.path()).filePath("summary.json"));
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    const QJsonObject s = QJsonDocument::fromJson(f.readAll()).object();
+    QVERIFY2(s.value("final_accuracy").toDouble() > 0.9, qPrintable(QString::number(s.value("final_accuracy").toDouble())));
+}
+
 #include "tst_local_cluster.moc"

@@ -8,6 +8,7 @@
 #include <link_emulator.h>
 #include <link_pacer.h>
 #include <comm.h>
+#include <data_plane_auth.h>
 #include <mailbox.h>
 #include <residual_top_k.h>
 #include <sparse_codec.h>
@@ -20,7 +21,10 @@
 
 #include <QTcpServer>
 
+#include <atomic>
+#include <cmath>
 #include <functional>
+#include <limits>
 #include <mutex>
 #include <numeric>
 #include <thread>
@@ -28,6 +32,8 @@
 using namespace dlion::engine;
 
 namespace {
+
+const QByteArray kTestSecret = QByteArrayLiteral("a test run secret of 32 bytes..");
 
 int freeLoopbackPort()
 {
@@ -67,6 +73,7 @@ std::string onTwoRanks(const QJsonObject &emulation, const std::function<void(in
         o.rank = r;
         o.world = 2;
         o.timeout = std::chrono::milliseconds(30000);
+        o.secret = kTestSecret;
         Comm comm(o);
         comm.connect();
         LinkEmulator emulator(emulation, 2);
@@ -95,6 +102,8 @@ private Q_SLOTS:
     void cutLinkCarriesWhatFitsAndIsMeasured();
     void waitsOverlappingAPeersEvaluationAreCounted();
     void noStrategyReadsALinkCap();
+    void mailboxDropsForgedReplayedAndReflectedMessages();
+    void storeAnswersOnlyHoldersOfTheKey();
 };
 
 void TestDlionMath::sharesFollowRatesAndSumToBatch()
@@ -217,17 +226,18 @@ void TestDlionMath::sparseCodecRejectsCorruption()
         }
         QFAIL("corrupted payload accepted");
     };
-    for (int pos : {5, 10, int(wire.numel()) - 1}) {  // an index, another index, a value
-        auto bad = wire.clone();
-        bad[pos] = bad[pos].item<int>() ^ 0x10;
-        expectError(bad, "corrupted");
+    for (float bad : {std::nanf(""), std::numeric_limits<float>::infinity()}) {
+        SparseGradient poisoned = g;
+        poisoned.values = g.values.clone();
+        poisoned.values[3] = bad;
+        expectError(sparse_codec::encode(poisoned), "non-finite");
     }
     auto magic = wire.clone();
     magic[0] = 7;
     expectError(magic, "malformed");
     expectError(wire.narrow(0, 0, wire.numel() - 3).clone(), "malformed");
     expectError(torch::zeros({2}, torch::kInt), "malformed");
-    // Checksum intact but an index out of range (a forged payload).
+    // An index out of range (a forged payload).
     SparseGradient forged = g;
     forged.indices = torch::tensor({5000}, torch::kLong);
     forged.values = torch::ones({1});
@@ -517,7 +527,7 @@ void TestDlionMath::noStrategyReadsALinkCap()
             spec.world = 2;
             spec.rank = rank;
             spec.rendezvousPort = port;
-            Worker worker(spec, "127.0.0.1", {});
+            Worker worker(spec, "127.0.0.1", kTestSecret, {});
             rounds[rank] = worker.run().rounds;
         });
         QVERIFY2(error.empty(), (std::string(strategy) + ": " + error).c_str());
@@ -529,4 +539,110 @@ void TestDlionMath::noStrategyReadsALinkCap()
 }
 
 QTEST_GUILESS_MAIN(TestDlionMath)
+void TestDlionMath::mailboxDropsForgedReplayedAndReflectedMessages()
+{
+    // Rank 0 sends two genuine messages; between them it plays an attacker
+    // who holds the Gloo link: it replays the first, sends one under a
+    // made-up key and one under the key of the other direction.
+    std::atomic<bool> firstArrived{false};
+    int rejected = -1;
+    std::vector<std::int64_t> rounds;
+    double sum = 0;
+    auto payload = [](float v) {
+        SparseGradient g;
+        g.length = 4;
+        g.values = torch::full({4}, v);
+        return sparse_codec::encode(g);
+    };
+    const std::string error = onTwoRanks({}, [&](int r, Comm &comm, LinkEmulator &emulator) {
+        Mailbox mailbox(comm, emulator);
+        if (r == 0) {
+            mailbox.send(1, Mailbox::Kind::Data, 1, payload(1), 0);
+            for (int i = 0; i < 1000 && !firstArrived; ++i)
+                std::this_thread::sleep_for(std::chrono::milliseconds(10));
+            auto raw = [&](const QByteArray &key, std::int64_t sequence, std::int64_t round, float value) {
+                auto body = payload(value);
+                auto header = torch::tensor({std::int64_t(Mailbox::Kind::Data), round, body.numel(), std::int64_t(0), sequence,
+                                             std::int64_t(0), std::int64_t(0)},
+                                            torch::kLong);
+                Mailbox::seal(key, header, body);
+                comm.isend(header, 1, Mailbox::kTagHeader).wait();
+                comm.isend(body, 1, Mailbox::kTagBody).wait();
+            };
+            raw(auth::linkKey(comm.groupKey(), 0, 1), 1, 1, 1);  // the first message again
+            raw("a key made up by a stranger", 2, 8, 100);
+            raw(auth::linkKey(comm.groupKey(), 1, 0), 2, 9, 100);
+            mailbox.send(1, Mailbox::Kind::Data, 2, payload(2), 0);
+        } else {
+            const auto arrived = [&](std::int64_t round) {
+                return mailbox.waitForRounds(Mailbox::Kind::Data, {round, -1}, [] { return true; });
+            };
+            if (!arrived(1))
+                throw std::runtime_error("the first message never arrived");
+            firstArrived = true;
+            if (!arrived(2))
+                throw std::runtime_error("the second message never arrived");
+            rejected = mailbox.rejected();
+            for (const auto &m : mailbox.take(Mailbox::Kind::Data)) {
+                rounds.push_back(m.round);
+                sum += sparse_codec::decodeFor(m.payload, 4).values.sum().item<double>();
+            }
+        }
+        mailbox.close();
+    });
+    QVERIFY2(error.empty(), error.c_str());
+    QCOMPARE(rejected, 3);
+    QCOMPARE(rounds, (std::vector<std::int64_t>{1, 2}));
+    QCOMPARE(sum, 4.0 * 1 + 4.0 * 2);
+}
+
+void TestDlionMath::storeAnswersOnlyHoldersOfTheKey()
+{
+    auth::StoreServer::Limits limits;
+    limits.handshake = std::chrono::milliseconds(500);
+    limits.maxUnauthenticated = 4;
+    const QByteArray key = auth::groupKey(kTestSecret, "127.0.0.1:0");
+    auth::StoreServer server("127.0.0.1", 0, key, limits);
+    const std::chrono::milliseconds timeout(5000);
+    auth::StoreClient client("127.0.0.1", server.port(), key, timeout);
+    const std::vector<std::uint8_t> value{1, 2, 3};
+    client.set("a", value);
+    QCOMPARE(client.tryGet("a").value_or(std::vector<std::uint8_t>{}), value);
+    QCOMPARE(client.add("n", 2), std::int64_t(2));
+    QCOMPARE(client.add("n", 3), std::int64_t(5));
+    QVERIFY(client.check({"a", "n"}));
+    QVERIFY(!client.check({"b"}));
+    QCOMPARE(server.rejected(), 0);
+
+    // A client with another secret is refused at its first request and changes nothing.
+    auth::StoreClient stranger("127.0.0.1", server.port(), auth::groupKey("another secret, same length...", "127.0.0.1:0"), timeout);
+    QVERIFY_THROWS_EXCEPTION(std::runtime_error, stranger.set("a", {9}));
+    QCOMPARE(server.rejected(), 1);
+
+    // Twenty connections that never prove themselves, one announcing an
+    // 8 MiB frame: the oldest make room for newcomers, so the key holder
+    // still gets in, and the rest are closed at the handshake deadline.
+    std::vector<std::unique_ptr<QTcpSocket>> silent;
+    for (int i = 0; i < 20; ++i) {
+        silent.push_back(std::make_unique<QTcpSocket>());
+        silent.back()->connectToHost(QHostAddress::LocalHost, quint16(server.port()));
+        QVERIFY(silent.back()->waitForConnected(5000));
+    }
+    silent.front()->write(QByteArray::fromHex("00800000") + QByteArray(1000, 'x'));
+    silent.front()->waitForBytesWritten(5000);
+    auth::StoreClient late("127.0.0.1", server.port(), key, timeout);
+    QCOMPARE(late.tryGet("a").value_or(std::vector<std::uint8_t>{}), value);
+    for (auto &s : silent) {
+        if (s->state() == QAbstractSocket::ConnectedState)
+            QVERIFY(s->waitForDisconnected(5000));
+    }
+    QVERIFY2(server.rejected() >= 21, qPrintable(QString::number(server.rejected())));
+    QCOMPARE(client.tryGet("a").value_or(std::vector<std::uint8_t>{}), value);
+
+    // It listens on its own address only.
+    QTcpSocket elsewhere;
+    elsewhere.connectToHost(QHostAddress("127.0.0.2"), quint16(server.port()));
+    QVERIFY(!elsewhere.waitForConnected(2000));
+}
+
 #include "tst_dlion_math.moc"
