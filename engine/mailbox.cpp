@@ -370,7 +370,6 @@ void Mailbox::senderLoop(int peer)
                     : m.deadlineS > 0                      ? streamWithin(peer, m, start)
                                                            : sparse_codec::encode(m.gradient);
             }
-            // Sealed before its time on the link, which the MAC would delay.
             auto header = torch::tensor({std::int64_t(m.kind), m.round, m.payload.numel(), m.aux, ++sequence, std::int64_t(0),
                                          std::int64_t(0)},
                                         torch::kLong);
@@ -381,9 +380,12 @@ void Mailbox::senderLoop(int peer)
                 const LinkEmulator::PacerScope network;
                 transmitS = m_emulator.transferSeconds(m_rank, peer, bytes, m.t) - latencyS;
             }
-            const auto done = pacer.reserve(0, transmitS, start);
+            // The link carries a message once it is encoded and sealed: the
+            // header leaves then, and the body a transfer time later.
+            const auto ready = std::max(start, Clock::now());
+            const auto done = pacer.reserve(0, transmitS, ready);
             // The header arrives first, unless it is the whole message.
-            if (!sleepUntil((m.payload.numel() > 0 ? start : done) + seconds(latencyS)))
+            if (!sleepUntil((m.payload.numel() > 0 ? ready : done) + seconds(latencyS)))
                 return;
             const Comm::Request h = m_comm.isend(header, peer, kTagHeader);
             Comm::Request b;
