@@ -28,6 +28,15 @@ QString expandHome(const QString &path)
     return path.startsWith(QLatin1String("~/")) ? QDir::homePath() + path.mid(1) : path;
 }
 
+// A numeric IP address, with at most an interface name as IPv6 scope
+// (QHostAddress takes any text after '%'; the address goes into a remote
+// command line).
+bool isPlainAddress(const QString &text)
+{
+    static const QRegularExpression kPlain(QStringLiteral("^[0-9A-Fa-f.:]+(%[A-Za-z0-9_.-]+)?$"));
+    return kPlain.match(text).hasMatch() && !QHostAddress(text).isNull();
+}
+
 // Typed access to one JSON object; the first error wins and names `where`.
 class Fields {
 public:
@@ -109,8 +118,9 @@ std::optional<ClusterHost> readHost(const QJsonObject &o, int index, int default
     if (!h.workDir.isEmpty() && !h.workDir.startsWith('/') && !h.workDir.startsWith(QLatin1String("~/")))
         f.fail("work_dir", QStringLiteral("must be an absolute path or start with ~/"));
     h.listen = f.text("listen");
-    if (!h.listen.isEmpty() && QHostAddress(h.listen).isNull())
-        f.fail("listen", QStringLiteral("must be a numeric IP address of that host"));
+    if (!h.listen.isEmpty() && !isPlainAddress(h.listen))
+        f.fail("listen", QStringLiteral("must be a numeric IP address of that host, e.g. 10.0.0.5 or fe80::1%eth0 "
+                                        "(a scope after '%' may use only letters, digits, '.', '_' and '-')"));
     h.agentPort = int(f.number("agent_port", defaultAgentPort, 0, 65535, true));
     h.agentPath = f.text("agent_path");
     if (!h.agentPath.isEmpty() && !h.agentPath.startsWith('/'))

@@ -55,6 +55,7 @@ RemoteAgent::Setup Deployer::setupFor(const QString &host)
 {
     RemoteAgent::Setup s;
     s.agentProgram = m_agentProgram;
+    s.graceS = m_agentGraceS;
     s.knownHosts = m_cluster.knownHosts;
     s.timeoutS = m_cluster.connectTimeoutS;
     // These run on the host's thread. Signals are emitted on the deployer's

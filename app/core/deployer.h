@@ -45,6 +45,9 @@ public:
     void setHostKeyPolicy(HostKeyPolicy policy) { m_policy = policy; }
     // How long a host waits for an answer to a question before giving up.
     void setAnswerTimeout(int ms) { m_answerTimeoutMs = ms; }
+    // How long the agents train on without a controller, and then wait for
+    // one before they exit (RemoteAgent::kGraceS unless set).
+    void setAgentGrace(int seconds) { m_agentGraceS = seconds; }
 
     void deploy(const QByteArray &secret);
     void stop();
@@ -91,6 +94,7 @@ private:
     QString m_agentProgram;
     HostKeyPolicy m_policy = HostKeyPolicy::Ask;
     int m_answerTimeoutMs = 300000;
+    int m_agentGraceS = RemoteAgent::kGraceS;
     QByteArray m_secret;
     QList<AgentEndpoint> m_endpoints;
     QList<QThread *> m_threads;

@@ -44,6 +44,35 @@ QStringList packagesProviding(const QString &agentProgram, const QStringList &so
     return sorted;
 }
 
+// Shell code that sets $p to the pid in `file`, or to nothing unless the file
+// holds digits only: whoever can write there must not hand kill `-9 -1`.
+QString readPid(const QString &file)
+{
+    return QStringLiteral("p=$(cat %1 2>/dev/null); case $p in ''|*[!0-9]*) p= ;; esac").arg(file);
+}
+
+// What makes work_dir unsafe, from "uid mode owner folder" lines for it and
+// each folder above it; empty if nothing. Every one must belong to `uid` or
+// root; no other user may write to work_dir, nor to a folder above unless it
+// is sticky (as /tmp: others cannot move the user's entries there).
+QString unsafeFolder(const QStringList &folders, const QString &uid)
+{
+    for (int i = 0; i < folders.size(); ++i) {
+        const QStringList f = folders[i].split(' ');
+        const uint mode = f.value(1).toUInt(nullptr, 8);
+        const bool trustedOwner = f.value(0) == QLatin1String("0") || f.value(0) == uid;
+        const bool othersWrite = (mode & 022) != 0 && (i == 0 || (mode & 01000) == 0);
+        if (!trustedOwner || othersWrite)
+            return QStringLiteral("%1 is owned by %2 with mode %3 (%4)")
+                .arg(folders[i].section(' ', 3), f.value(2), f.value(1),
+                     trustedOwner ? QStringLiteral("writable by other users") : QStringLiteral("neither yours nor root's"));
+    }
+    return {};
+}
+
+// Shell test: $p is a running dlion-agent (pids get reused).
+const QString kAgentAlive = QStringLiteral("{ [ -n \"$p\" ] && grep -q dlion-agent /proc/$p/cmdline 2>/dev/null; }");
+
 } // namespace
 
 RemoteAgent::RemoteAgent(ClusterHost host, Setup setup) : m_host(std::move(host)), m_setup(std::move(setup)) {}
@@ -101,25 +130,37 @@ std::optional<AgentEndpoint> RemoteAgent::deploy(const QByteArray &secret, QStri
 
 bool RemoteAgent::preflight(SshSession &ssh, QString *error)
 {
-    m_setup.progress(QStringLiteral("preflight"), QStringLiteral("checking system, disk space and earlier agents"));
-    const QString dir = shellDir();
+    m_setup.progress(QStringLiteral("preflight"), QStringLiteral("checking system, disk space, work folder and earlier agents"));
+    const QString workDir = homePath(m_host.workDir);
+    // Folders mkdir creates are the user's alone (umask 077). Then the
+    // user's id and a folder line for work_dir (as the kernel resolves it)
+    // and each folder above it.
     const auto r = run(ssh, QStringLiteral(
-        "uname -s; uname -m; mkdir -p %1 && df -Pk %1 | awk 'NR==2 {print $4}'; "
-        "p=$(cat %2/agent.pid 2>/dev/null); if [ -n \"$p\" ] && grep -q dlion-agent /proc/$p/cmdline 2>/dev/null; "
-        "then echo running $p; fi").arg(homePath(m_host.workDir), dir), kCommandTimeoutMs, error);
+        "uname -s; uname -m; (umask 077 && mkdir -p %1) || exit 1; df -Pk %1 | awk 'NR==2 {print $4}'; id -u; "
+        "d=$(cd %1 && pwd -P) || exit 1; while :; do stat -c '%u %a %U %n' \"$d\" || exit 1; [ \"$d\" = / ] && break; "
+        "d=$(dirname \"$d\"); done; %2; if %3; then echo running $p; fi")
+        .arg(workDir, readPid(shellDir() + "/agent.pid"), kAgentAlive), kCommandTimeoutMs, error);
     if (!r)
         return false;
-    const QStringList lines = QString::fromUtf8(r->out).split('\n', Qt::SkipEmptyParts);
+    QStringList lines = QString::fromUtf8(r->out).split('\n', Qt::SkipEmptyParts);
     utsname local{};
     ::uname(&local);  // the same names as the remote `uname -m` (Qt says arm64 where uname says aarch64)
     const QString localArch = QString::fromLatin1(local.machine);
-    if (lines.size() < 3) {
+    if (lines.size() >= 2 && (lines[0] != QLatin1String("Linux") || lines[1] != localArch)) {
+        *error = QStringLiteral("host \"%1\" runs %2 on %3; the agent here is built for Linux on %4")
+                     .arg(m_host.name, lines[0], lines[1], localArch);
+        return false;
+    }
+    if (r->status != 0 || lines.size() < 5) {
         *error = QStringLiteral("host \"%1\": cannot use work_dir %2: %3").arg(m_host.name, m_host.workDir, QString::fromUtf8(r->err).trimmed());
         return false;
     }
-    if (lines[0] != QLatin1String("Linux") || lines[1] != localArch) {
-        *error = QStringLiteral("host \"%1\" runs %2 on %3; the agent here is built for Linux on %4")
-                     .arg(m_host.name, lines[0], lines[1], localArch);
+    const QString running = lines.last().startsWith(QLatin1String("running ")) ? lines.takeLast().section(' ', 1) : QString();
+    const QString unsafe = unsafeFolder(lines.mid(4), lines[3]);
+    if (!unsafe.isEmpty()) {
+        *error = QStringLiteral("host \"%1\": work_dir %2 is not safe: %3, so another user could swap the agent or its "
+                                "files; use a work_dir in folders only you (or root) can write to, e.g. ~/dlion")
+                     .arg(m_host.name, m_host.workDir, unsafe);
         return false;
     }
     const qint64 freeKb = lines[2].toLongLong();
@@ -129,10 +170,10 @@ bool RemoteAgent::preflight(SshSession &ssh, QString *error)
                      .arg(m_host.name).arg(freeKb / 1024).arg(m_host.workDir).arg(neededKb / 1024);
         return false;
     }
-    if (lines.size() > 3 && lines[3].startsWith(QLatin1String("running"))) {
+    if (!running.isEmpty()) {
         *error = QStringLiteral("host \"%1\": an agent from an earlier deployment is still running there (pid %2); "
                                 "stop it with: dlion stop --cluster FILE")
-                     .arg(m_host.name, lines[3].section(' ', 1));
+                     .arg(m_host.name, running);
         return false;
     }
     return true;
@@ -140,7 +181,7 @@ bool RemoteAgent::preflight(SshSession &ssh, QString *error)
 
 bool RemoteAgent::install(SshSession &ssh, const QByteArray &secret, QString *error)
 {
-    const auto made = run(ssh, QStringLiteral("mkdir -p %1 && chmod 700 %1").arg(shellDir()), kCommandTimeoutMs, error);
+    const auto made = run(ssh, QStringLiteral("(umask 077 && mkdir -p %1) && chmod 700 %1").arg(shellDir()), kCommandTimeoutMs, error);
     if (!made)
         return false;
     if (made->status != 0) {
@@ -208,12 +249,15 @@ std::optional<AgentEndpoint> RemoteAgent::start(SshSession &ssh, QString *error)
     const QString dir = shellDir();
     // Detached from the SSH session (setsid, no inherited descriptors), so it
     // outlives this connection; the script then waits for its ready line.
+    // One arg() call: a later one would also replace "%5" inside the values.
+    const QString grace = QString::number(m_setup.graceS);
     const auto r = run(ssh, QStringLiteral(
-        "cd %1 && (setsid %2 --listen %3:%4 --secret-file secret --grace %5 </dev/null >agent.log 2>&1 & echo $! >agent.pid) && "
-        "p=$(cat agent.pid); i=0; while [ $i -lt %6 ]; do "
+        "cd %1 && (setsid %2 --listen %3 --secret-file secret --grace %4 --idle-exit %4 </dev/null >agent.log 2>&1 & "
+        "echo $! >agent.pid) && %5; i=0; while [ $i -lt %6 ]; do "
         "grep -m1 'listening on' agent.log && exit 0; "
         "kill -0 $p 2>/dev/null || { cat agent.log; exit 3; }; sleep 0.1; i=$((i+1)); done; exit 4")
-        .arg(dir, agentCommand(), listen).arg(m_host.agentPort).arg(kGraceS).arg(kAgentStartTimeoutS * 10),
+        .arg(dir, agentCommand(), SshSession::shellQuote(listen + ':' + QString::number(m_host.agentPort)), grace,
+             readPid(QStringLiteral("agent.pid")), QString::number(kAgentStartTimeoutS * 10)),
         (kAgentStartTimeoutS + 10) * 1000, error);
     if (!r)
         return std::nullopt;
@@ -250,12 +294,11 @@ bool RemoteAgent::stop(QString *error)
 
 bool RemoteAgent::removeAgent(SshSession &ssh, QString *error)
 {
-    // Only a process that still is a dlion-agent is signalled (pids get reused).
-    const QString alive = QStringLiteral("grep -q dlion-agent /proc/$p/cmdline 2>/dev/null");
     const auto r = run(ssh, QStringLiteral(
-        "d=%1; p=$(cat \"$d\"/agent.pid 2>/dev/null); if [ -n \"$p\" ] && %2; then kill $p; i=0; "
-        "while [ $i -lt 50 ] && %2; do sleep 0.1; i=$((i+1)); done; %2 && kill -9 $p; fi; rm -rf \"$d\"; "
-        "[ ! -e \"$d\" ] && ! { [ -n \"$p\" ] && %2; }").arg(shellDir(), alive), kCommandTimeoutMs, error);
+        "d=%1; %2; if %3; then kill $p; i=0; "
+        "while [ $i -lt 50 ] && %3; do sleep 0.1; i=$((i+1)); done; %3 && kill -9 $p; fi; rm -rf \"$d\"; "
+        "[ ! -e \"$d\" ] && ! %3").arg(shellDir(), readPid(QStringLiteral("\"$d\"/agent.pid")), kAgentAlive),
+        kCommandTimeoutMs, error);
     if (!r)
         return false;
     if (r->status != 0) {

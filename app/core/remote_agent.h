@@ -13,16 +13,19 @@ namespace dlion::core {
 // the Deployer runs each host's steps on its own thread.
 //
 // Everything the agent needs lives in one remote folder,
-// `<work_dir>/dlion-<host name>/` (mode 700): the binary (unless the host
-// has an installed one), the secret file (mode 600), agent.pid and
-// agent.log. `stop()` kills the agent it finds there and removes the folder,
-// so it also cleans up after a controller that died.
+// `<work_dir>/dlion-<host name>/` (mode 700; the preflight refuses a
+// work_dir another user could change): the binary (unless the host has an
+// installed one), the secret file (mode 600), agent.pid and agent.log.
+// `stop()` kills the agent it finds there and removes the folder, so it also
+// cleans up after a controller that died.
 class RemoteAgent {
 public:
-    // How long a remote agent trains on without a controller.
+    // How long a remote agent trains on without a controller, and then waits
+    // for one before it exits.
     static constexpr int kGraceS = 30;
     struct Setup {
         QString agentProgram;  // local dlion-agent to upload
+        int graceS = kGraceS;  // --grace and --idle-exit of the agent
         QString knownHosts;
         int timeoutS = 10;
         SshSession::KeyPrompt acceptKey;

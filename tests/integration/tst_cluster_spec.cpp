@@ -48,6 +48,12 @@ void TestClusterSpec::yamlFileLoads()
     QCOMPARE(b.agentPort, 0);
     QCOMPARE(b.workDir, QString("~/dl"));  // expanded on the host, not here
     QCOMPARE(b.listen, QString("192.168.1.7"));
+
+    for (const char *listen : {"::1", "fe80::1%eth0", "fe80::1%enp3s0.100"}) {
+        const QJsonObject host{{"address", "h"}, {"user", "u"}, {"work_dir", "/w"}, {"listen", listen}};
+        const auto scoped = ClusterSpec::fromJson(QJsonObject{{"hosts", QJsonArray{host}}}, &error);
+        QVERIFY2(scoped && scoped->hosts[0].listen == listen, qPrintable(error));
+    }
 }
 
 void TestClusterSpec::jobOverridesFollowTheHosts()
@@ -100,6 +106,11 @@ void TestClusterSpec::mistakesNameHostAndField_data()
     QTest::newRow("password") << with("password", "hunter2") << "host \"edge-2\": field \"password\" is not allowed";
     QTest::newRow("work_dir") << with("work_dir", "rel/dir") << "host \"edge-2\": field \"work_dir\" must be an absolute path";
     QTest::newRow("listen") << with("listen", "eth0") << "host \"edge-2\": field \"listen\" must be a numeric IP";
+    // Text the remote shell that starts the agent would run.
+    QTest::newRow("listen scope") << with("listen", "fe80::1%$(touch /tmp/dlion-marker)")
+                                  << "host \"edge-2\": field \"listen\" must be a numeric IP";
+    QTest::newRow("listen command") << with("listen", "127.0.0.1; touch /tmp/dlion-marker")
+                                    << "host \"edge-2\": field \"listen\" must be a numeric IP";
     QTest::newRow("name") << with("name", "a b") << "host \"a b\": field \"name\" may use only";
     QTest::newRow("typo") << with("adress", "x") << "host \"edge-2\": field \"adress\" is not a cluster field";
     QTest::newRow("link_mbps") << with("link_mbps", -1) << "host \"edge-2\": field \"link_mbps\" must be a number from 0.01";

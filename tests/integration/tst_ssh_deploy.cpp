@@ -10,6 +10,7 @@
 #include <QTcpServer>
 
 #include <csignal>
+#include <sys/stat.h>
 
 using namespace dlion;
 
@@ -52,6 +53,24 @@ DeployResult deployAndWait(core::Deployer &deployer, const QByteArray &secret)
     return r;
 }
 
+bool stopAndWait(core::Deployer &deployer, QString *message)
+{
+    QSignalSpy stopped(&deployer, &core::Deployer::stopped);
+    deployer.stop();
+    if (!stopped.wait(30000)) {
+        *message = QStringLiteral("the stop did not end within 30 s");
+        return false;
+    }
+    *message = stopped.at(0).at(1).toString();
+    return stopped.at(0).at(0).toBool();
+}
+
+// A folder with exactly `mode` (the umask does not apply; sticky bit too).
+bool makeDir(const QString &path, mode_t mode)
+{
+    return QDir().mkpath(path) && ::chmod(QFile::encodeName(path).constData(), mode) == 0;
+}
+
 std::optional<core::ClusterSpec> loadCluster(const QString &path)
 {
     QString error;
@@ -76,6 +95,10 @@ private Q_SLOTS:
     void changedHostKeyIsRefused();
     void wrongUserKeyGivesAuthError();
     void unreachablePortsFailClearly();
+    void listenPayloadRunsNothing();
+    void hostilePidFileKillsNothing();
+    void sharedWorkDirIsRefused();
+    void agentExitsWithoutAController();
 
 private:
     test::SshdFixture m_sshd;
@@ -94,6 +117,7 @@ void TestSshDeploy::initTestCase()
 void TestSshDeploy::unknownHostKeyIsAskedThenDeployRunAndStop()
 {
     const QString work = m_work.filePath("api");
+    QVERIFY(makeDir(work, 0755));  // a work_dir of the user that others can read is fine
     const QString knownHosts = m_work.filePath("fresh_known_hosts");  // does not exist yet
     auto cluster = loadCluster(m_sshd.writeCluster("api.json", {m_sshd.host("a", work), m_sshd.host("b", work)}, knownHosts));
     QVERIFY(cluster);
@@ -117,6 +141,9 @@ void TestSshDeploy::unknownHostKeyIsAskedThenDeployRunAndStop()
     QCOMPARE(processesUnder(work), 2);
     QVERIFY(QFileInfo(work + "/dlion-a/dlion-agent").isExecutable());
     QCOMPARE(QFile(work + "/dlion-a/secret").permissions() & (QFile::ReadOther | QFile::ReadGroup), QFile::Permissions());
+    struct stat runDir {};
+    QVERIFY(::stat(QFile::encodeName(work + "/dlion-a").constData(), &runDir) == 0);
+    QCOMPARE(runDir.st_mode & 07777, 0700u);
     QStringList stages;
     for (const auto &args : std::as_const(progress))
         stages << args.at(1).toString();
@@ -339,6 +366,121 @@ void TestSshDeploy::unreachablePortsFailClearly()
     QVERIFY2(failures["mute"].contains("timed out after 2 s"), qPrintable(failures["mute"]));
     QVERIFY2(failures["closed"].contains("cannot connect") && failures["closed"].contains("refused", Qt::CaseInsensitive),
              qPrintable(failures["closed"]));
+}
+
+void TestSshDeploy::listenPayloadRunsNothing()
+{
+    const QString marker = m_work.filePath("listen-marker");
+    const QString work = m_work.filePath("listen");
+    // Each would run `touch marker` in the remote shell that starts the agent.
+    const QStringList payloads{"fe80::1%$(touch " + marker + ")", "127.0.0.1; touch " + marker + "; true"};
+    QJsonArray hosts;
+    for (int i = 0; i < payloads.size(); ++i)
+        hosts.append(m_sshd.host(QStringLiteral("s%1").arg(i), work));
+    auto cluster = loadCluster(m_sshd.writeCluster("listen.json", hosts, m_sshd.path("known_hosts")));
+    QVERIFY(cluster);
+    for (int i = 0; i < payloads.size(); ++i) {
+        QJsonObject host = m_sshd.host("s", work);
+        host["listen"] = payloads[i];
+        QString error;
+        QVERIFY(!core::ClusterSpec::load(m_sshd.writeCluster("listen-bad.json", {host}, m_sshd.path("known_hosts")), &error));
+        QVERIFY2(error.contains("host \"s\": field \"listen\" must be a numeric IP address"), qPrintable(error));
+        cluster->hosts[i].listen = payloads[i];  // as a caller that skips the file check
+    }
+    core::Deployer deployer(*cluster);
+    QHash<QString, QString> failures;
+    connect(&deployer, &core::Deployer::hostFailed, this, [&](const QString &h, const QString &why) { failures[h] = why; });
+    QVERIFY(!deployAndWait(deployer, protocol::handshake::makeSecret()).ok);
+    for (const core::ClusterHost &h : std::as_const(cluster->hosts))
+        QVERIFY2(failures[h.name].contains("the agent exited at start") && failures[h.name].contains("listen"),
+                 qPrintable(failures[h.name]));
+    QVERIFY(!QFileInfo::exists(marker));
+    QCOMPARE(processesUnder(work), 0);
+}
+
+void TestSshDeploy::hostilePidFileKillsNothing()
+{
+    QProcess decoy;
+    decoy.start("sleep", {"60"});
+    QVERIFY(decoy.waitForStarted());
+    const QString marker = m_work.filePath("pid-marker");
+    // The first as `-9 -1 /proc/self` (kill every process), with the decoy in
+    // place of -1 so that a regression kills only the decoy.
+    const QStringList pidFiles{QStringLiteral("-9 %1 /proc/self").arg(decoy.processId()), "1; touch " + marker};
+    const QString work = m_work.filePath("pid");
+    QVERIFY(makeDir(work, 0700));
+    QJsonArray hosts;
+    for (int i = 0; i < pidFiles.size(); ++i)
+        hosts.append(m_sshd.host(QStringLiteral("p%1").arg(i), work));
+    auto cluster = loadCluster(m_sshd.writeCluster("pid.json", hosts, m_sshd.path("known_hosts")));
+    QVERIFY(cluster);
+    auto plant = [&] {
+        for (int i = 0; i < pidFiles.size(); ++i) {
+            QFile f(QStringLiteral("%1/dlion-p%2/agent.pid").arg(work).arg(i));
+            if (!makeDir(QFileInfo(f).path(), 0700) || !f.open(QIODevice::WriteOnly) || f.write(pidFiles[i].toUtf8()) <= 0)
+                return false;
+        }
+        return true;
+    };
+    core::Deployer deployer(*cluster);
+    QString message;
+    QVERIFY(plant());  // stop: no agent to kill, the folders go
+    QVERIFY2(stopAndWait(deployer, &message), qPrintable(message));
+    QVERIFY(!QFileInfo::exists(work + "/dlion-p0") && !QFileInfo::exists(work + "/dlion-p1"));
+    QVERIFY(plant());  // deploy: no earlier agent there
+    const DeployResult r = deployAndWait(deployer, protocol::handshake::makeSecret());
+    QVERIFY2(r.ok, qPrintable(r.message));
+    QVERIFY2(stopAndWait(deployer, &message), qPrintable(message));
+    QVERIFY(!QFileInfo::exists(marker));
+    QVERIFY2(!decoy.waitForFinished(200), "the decoy process was killed");
+    decoy.kill();
+    decoy.waitForFinished(5000);
+}
+
+void TestSshDeploy::sharedWorkDirIsRefused()
+{
+    struct Shared {
+        mode_t mode;
+        const char *workDir;  // in the shared folder
+    };
+    const Shared cases[] = {{0777, ""}, {0770, ""}, {01777, ""}, {0757, "/dlion"}};  // the last: writable above work_dir
+    QJsonArray hosts;
+    for (int i = 0; i < int(std::size(cases)); ++i) {
+        const QString shared = m_work.filePath(QStringLiteral("shared%1").arg(i));
+        QVERIFY(makeDir(shared, cases[i].mode));
+        hosts.append(m_sshd.host(QStringLiteral("w%1").arg(i), shared + cases[i].workDir));
+    }
+    auto cluster = loadCluster(m_sshd.writeCluster("shared.json", hosts, m_sshd.path("known_hosts")));
+    QVERIFY(cluster);
+    core::Deployer deployer(*cluster);
+    QHash<QString, QString> failures;
+    connect(&deployer, &core::Deployer::hostFailed, this, [&](const QString &h, const QString &why) { failures[h] = why; });
+    QVERIFY(!deployAndWait(deployer, protocol::handshake::makeSecret()).ok);
+    for (int i = 0; i < int(std::size(cases)); ++i) {
+        const core::ClusterHost &h = cluster->hosts[i];
+        const QString shared = QFileInfo(m_work.filePath(QStringLiteral("shared%1").arg(i))).canonicalFilePath();
+        const QString expected = QStringLiteral("host \"%1\": work_dir %2 is not safe: %3 is owned by root with mode %4 "
+                                                "(writable by other users)")
+                                     .arg(h.name, h.workDir, shared, QString::number(cases[i].mode, 8));
+        QVERIFY2(failures[h.name].startsWith(expected) && failures[h.name].contains("e.g. ~/dlion"), qPrintable(failures[h.name]));
+        QVERIFY(!QFileInfo::exists(h.workDir + "/dlion-" + h.name));
+    }
+}
+
+void TestSshDeploy::agentExitsWithoutAController()
+{
+    const QString work = m_work.filePath("gone");
+    auto cluster = loadCluster(m_sshd.writeCluster("gone.json", {m_sshd.host("e", work)}, m_sshd.path("known_hosts")));
+    QVERIFY(cluster);
+    core::Deployer deployer(*cluster);
+    deployer.setAgentGrace(1);
+    const DeployResult r = deployAndWait(deployer, protocol::handshake::makeSecret());
+    QVERIFY2(r.ok, qPrintable(r.message));
+    // Its check connection has closed and no controller comes: the agent goes by itself.
+    QTRY_COMPARE_WITH_TIMEOUT(processesUnder(work), 0, 15000);
+    QString message;
+    QVERIFY2(stopAndWait(deployer, &message), qPrintable(message));
+    QVERIFY(!QFileInfo::exists(work + "/dlion-e"));
 }
 
 QTEST_GUILESS_MAIN(TestSshDeploy)
