@@ -10,6 +10,7 @@
 #include <QFile>
 #include <QFileInfo>
 #include <QJsonDocument>
+#include <QSaveFile>
 
 #include <QDir>
 
@@ -189,8 +190,8 @@ int compareCommand(const QStringList &args)
         stdOut() << QString::fromUtf8(text);
         return 0;
     }
-    QFile f(output);
-    if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate) || f.write(text) != text.size()) {
+    QSaveFile f(output);  // like the other reports: a failed write keeps the previous file
+    if (!f.open(QIODevice::WriteOnly) || f.write(text) != text.size() || !f.commit()) {
         stdErr() << "dlion compare: cannot write " << QFileInfo(output).absoluteFilePath() << ": " << f.errorString() << "\n";
         return 1;
     }

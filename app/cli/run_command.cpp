@@ -6,6 +6,7 @@
 #include <handshake.h>
 #include <link_presets.h>
 #include <remote_agent.h>
+#include <safe_file.h>
 
 #include <QCommandLineParser>
 #include <QCoreApplication>
@@ -384,13 +385,11 @@ void RunCommand::onFinished(bool ok, const QString &message)
     m_session.shutdownAgents();
     const QJsonObject summary = m_session.data().summary();
     const QString path = m_outDir.filePath("summary.json");
-    QFile f(path);
-    if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate) || f.write(QJsonDocument(summary).toJson()) < 0) {
-        err() << "dlion run: cannot write " << path << ": " << f.errorString() << "\n";
+    if (QString error; !files::writeAtomically(path, QJsonDocument(summary).toJson(), &error)) {
+        err() << "dlion run: " << error << "\n";
         QCoreApplication::exit(1);
         return;
     }
-    f.close();
     const QJsonObject tta = summary.value("time_to_accuracy").toObject();
     auto ttaText = [&](const char *key) {
         const QJsonValue v = tta.value(key);
