@@ -5,12 +5,12 @@
 #include <dlion_version.h>
 #include <report_writer.h>
 #include <run_comparison.h>
+#include <safe_file.h>
 
 #include <QApplication>
 #include <QFile>
 #include <QFileInfo>
 #include <QJsonDocument>
-#include <QSaveFile>
 
 #include <QDir>
 
@@ -190,9 +190,8 @@ int compareCommand(const QStringList &args)
         stdOut() << QString::fromUtf8(text);
         return 0;
     }
-    QSaveFile f(output);  // like the other reports: a failed write keeps the previous file
-    if (!f.open(QIODevice::WriteOnly) || f.write(text) != text.size() || !f.commit()) {
-        stdErr() << "dlion compare: cannot write " << QFileInfo(output).absoluteFilePath() << ": " << f.errorString() << "\n";
+    if (QString error; !files::writeAtomically(QFileInfo(output).absoluteFilePath(), text, &error)) {
+        stdErr() << "dlion compare: " << error << "\n";
         return 1;
     }
     stdOut() << "wrote " << QFileInfo(output).absoluteFilePath() << "\n";
