@@ -11,7 +11,7 @@
 #include <QCommandLineParser>
 #include <QCoreApplication>
 #include <QDateTime>
-#include <QFile>
+#include <QFileInfo>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QTextStream>
@@ -66,14 +66,16 @@ bool parseLinks(const QString &value, QJsonObject *emulation)
         emulation->insert("links", value);
         return true;
     }
-    QFile f(value);
-    if (!f.open(QIODevice::ReadOnly)) {
+    constexpr qint64 kMaxMatrixBytes = 1 << 20;  // a line of numbers per worker
+    QString error;
+    const std::optional<QByteArray> matrix = files::readRegular(value, kMaxMatrixBytes, &error);
+    if (!matrix) {
         err() << "dlion run: --links \"" << value << "\" is neither a preset (" << presets.join(", ")
-              << ") nor a readable matrix file\n";
+              << ") nor a readable matrix file (" << error << ")\n";
         return false;
     }
     QJsonArray rows;
-    for (const QByteArray &line : f.readAll().split('\n')) {
+    for (const QByteArray &line : matrix->split('\n')) {
         QJsonArray row;
         for (const QByteArray &cell : line.simplified().split(' ')) {
             bool ok = false;
