@@ -68,12 +68,14 @@ void syncFolderOf(const QString &path)
 
 bool writeAtomically(const QString &path, const QByteArray &bytes, QString *error)
 {
+    auto fail = [&](int err) {
+        *error = QStringLiteral("cannot write %1: %2").arg(path, osError(err));
+        return false;
+    };
     QByteArray tmp;
     const int fd = createTemp(path, &tmp);
-    if (fd < 0) {
-        *error = QStringLiteral("cannot write %1: %2").arg(path, osError(errno));
-        return false;
-    }
+    if (fd < 0)
+        return fail(errno);
     int err = writeAll(fd, bytes);
     if (err == 0 && ::fsync(fd) != 0)
         err = errno;
@@ -83,8 +85,7 @@ bool writeAtomically(const QString &path, const QByteArray &bytes, QString *erro
         err = errno;
     if (err != 0) {
         ::unlink(tmp.constData());
-        *error = QStringLiteral("cannot write %1: %2").arg(path, osError(err));
-        return false;
+        return fail(err);
     }
     syncFolderOf(path);
     return true;
@@ -95,7 +96,8 @@ int openRegular(const QString &path, QString *error)
     // O_NONBLOCK: opening a FIFO with no writer would otherwise wait forever.
     const int fd = ::open(QFile::encodeName(path).constData(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
     if (fd < 0) {
-        *error = QStringLiteral("cannot read %1: %2").arg(path, osError(errno));
+        const int err = errno;
+        *error = QStringLiteral("cannot read %1: %2").arg(path, osError(err));
         return -1;
     }
     struct stat st {};
