@@ -1,6 +1,7 @@
 #include "checkpoint.h"
 
 #include "engine_error.h"
+#include "safe_file.h"
 
 #include <QDir>
 #include <QFile>
@@ -8,10 +9,7 @@
 
 #include <zlib.h>
 
-#include <cerrno>
 #include <cstring>
-#include <fcntl.h>
-#include <unistd.h>
 
 namespace dlion::engine {
 
@@ -19,6 +17,8 @@ namespace {
 
 constexpr char kMagic[8] = {'D', 'L', 'C', 'K', 'P', 'T', '0', '1'};
 constexpr std::uint32_t kVersion = 1;
+// Far above any model here; read incrementally, so only a bound on a runaway file.
+constexpr qint64 kMaxBytes = qint64(1) << 34;
 
 QString pattern(int worker) { return QStringLiteral("worker-%1-round-*.ckpt").arg(worker); }
 
@@ -58,17 +58,16 @@ private:
 
 std::uint32_t crcOf(const char *p, std::size_t n) { return std::uint32_t(crc32(0, reinterpret_cast<const Bytef *>(p), uInt(n))); }
 
-QString systemError() { return QString::fromLocal8Bit(std::strerror(errno)); }
-
 } // namespace
 
 Checkpoint Checkpoint::load(const QString &path)
 {
     auto fail = [&](const QString &why) { return EngineError(QStringLiteral("checkpoint %1: %2").arg(path, why).toStdString()); };
-    QFile f(path);
-    if (!f.open(QIODevice::ReadOnly))
-        throw fail(f.errorString());
-    const QByteArray bytes = f.readAll();
+    QString error;
+    const std::optional<QByteArray> loaded = files::readRegular(path, kMaxBytes, &error);
+    if (!loaded)
+        throw EngineError(QStringLiteral("checkpoint: %1").arg(error).toStdString());
+    const QByteArray &bytes = *loaded;
     if (bytes.size() < qsizetype(sizeof kMagic) || std::memcmp(bytes.constData(), kMagic, sizeof kMagic) != 0)
         throw fail(QStringLiteral("not a DLion checkpoint (bad magic)"));
     Cursor c(bytes);
@@ -143,41 +142,8 @@ QString Checkpointer::save(const Checkpoint &c)
 
     if (!QDir().mkpath(m_dir))
         return QStringLiteral("cannot create checkpoint directory %1").arg(m_dir);
-    const QString target = QDir(m_dir).filePath(fileName(m_worker, c.round));
-    const QString tmp = QDir(m_dir).filePath(QStringLiteral(".worker-%1.ckpt.tmp").arg(m_worker));
-    const QByteArray tmpPath = QFile::encodeName(tmp);
-    const int fd = ::open(tmpPath.constData(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return QStringLiteral("cannot write checkpoint %1: %2").arg(tmp, systemError());
-    const char *p = buf.constData();
-    std::size_t left = std::size_t(buf.size());
-    QString error;
-    while (left > 0 && error.isEmpty()) {
-        const ssize_t n = ::write(fd, p, left);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            error = QStringLiteral("cannot write checkpoint %1: %2").arg(tmp, n < 0 ? systemError() : QStringLiteral("no progress"));
-        else {
-            p += n;
-            left -= std::size_t(n);
-        }
-    }
-    if (error.isEmpty() && ::fsync(fd) != 0)
-        error = QStringLiteral("cannot sync checkpoint %1: %2").arg(tmp, systemError());
-    if (::close(fd) != 0 && error.isEmpty())
-        error = QStringLiteral("cannot write checkpoint %1: %2").arg(tmp, systemError());
-    if (error.isEmpty() && ::rename(tmpPath.constData(), QFile::encodeName(target).constData()) != 0)
-        error = QStringLiteral("cannot rename checkpoint to %1: %2").arg(target, systemError());
-    if (!error.isEmpty()) {
-        ::unlink(tmpPath.constData());
-        return error;
-    }
-    // The rename is durable once the directory is synced.
-    if (const int dfd = ::open(QFile::encodeName(m_dir).constData(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
-        ::fsync(dfd);
-        ::close(dfd);
-    }
+    if (QString error; !files::writeAtomically(QDir(m_dir).filePath(fileName(m_worker, c.round)), buf, &error))
+        return QStringLiteral("checkpoint: %1").arg(error);
     QStringList files = QDir(m_dir).entryList({pattern(m_worker)}, QDir::Files, QDir::Name);
     for (qsizetype i = 0; i + m_keep < files.size(); ++i)
         QFile::remove(QDir(m_dir).filePath(files[i]));

@@ -27,9 +27,9 @@ struct Checkpoint {
     static QString latest(const QString &path, int worker);
 };
 
-// Writes a worker's checkpoints into one directory: each file is written to a
-// temporary, synced and renamed over, so a failed write (disk full, no
-// permission) leaves the previous checkpoints intact. Only the newest `keep`
+// Writes a worker's checkpoints into one directory, owner-only, each through
+// files::writeAtomically, so a failed write (disk full, no permission) leaves
+// the previous checkpoints intact. Only the newest `keep`
 // files of this worker stay.
 class Checkpointer {
 public:

@@ -2,16 +2,19 @@
 
 #include "engine_error.h"
 #include "idx_reader.h"
+#include "safe_file.h"
 
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <random>
 
 namespace dlion::engine {
 
 namespace {
+
+// A CIFAR-10 batch file is 30.7 MB; far more is not one.
+constexpr qint64 kMaxCifarFileBytes = qint64(1) << 30;
 
 RawDataset loadIdxPair(const std::string &dir, const std::string &prefix, const std::string &what,
                        const std::string &howToGet)
@@ -58,19 +61,20 @@ RawDataset loadCifar10(const std::string &dir, Split split)
     d.mean = 0.4734f;
     d.std = 0.2516f;
     for (const std::string &f : files) {
-        std::ifstream in(f, std::ios::binary);
-        if (!in)
+        if (!std::filesystem::exists(f))
             throw EngineError("CIFAR-10 file " + f + " is missing");
-        const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-        if (bytes.empty() || bytes.size() % (kImage + 1) != 0)
+        QString error;
+        const std::optional<QByteArray> bytes = files::readRegular(QString::fromStdString(f), kMaxCifarFileBytes, &error);
+        if (!bytes)
+            throw EngineError("CIFAR-10 file: " + error.toStdString());
+        if (bytes->isEmpty() || bytes->size() % (kImage + 1) != 0)
             throw EngineError("CIFAR-10 file " + f + " is truncated or not in the binary format");
-        for (std::size_t off = 0; off < bytes.size(); off += kImage + 1) {
-            const auto label = std::uint8_t(bytes[off]);
+        for (qsizetype off = 0; off < bytes->size(); off += kImage + 1) {
+            const auto label = std::uint8_t(bytes->at(off));
             if (label >= 10)
                 throw EngineError("CIFAR-10 file " + f + " has a label out of range (corrupt file)");
             d.labels.push_back(label);
-            d.pixels.insert(d.pixels.end(), bytes.begin() + std::ptrdiff_t(off) + 1,
-                            bytes.begin() + std::ptrdiff_t(off + 1 + kImage));
+            d.pixels.insert(d.pixels.end(), bytes->begin() + off + 1, bytes->begin() + off + 1 + kImage);
         }
     }
     d.size = std::int64_t(d.labels.size());

@@ -1,10 +1,12 @@
 #include "idx_reader.h"
 
 #include "engine_error.h"
+#include "safe_file.h"
 
 #include <zlib.h>
 
 #include <memory>
+#include <unistd.h>
 
 namespace dlion::engine {
 
@@ -13,6 +15,13 @@ struct GzCloser {
     void operator()(gzFile f) const { gzclose(f); }
 };
 using GzFile = std::unique_ptr<std::remove_pointer_t<gzFile>, GzCloser>;
+
+// No dataset here comes near: the most bytes a header may declare.
+constexpr std::size_t kMaxBytes = std::size_t(1) << 34;
+// Data are read in pieces this size, so a header that overstates the length
+// costs at most one piece before the shortfall shows (a .gz file's
+// decompressed length is known only by reading it).
+constexpr std::size_t kPiece = std::size_t(1) << 22;
 
 // Reads exactly n bytes; false on a short read.
 bool readAll(gzFile f, void *out, std::size_t n)
@@ -28,14 +37,38 @@ bool readAll(gzFile f, void *out, std::size_t n)
     }
     return true;
 }
+// Opens a regular file only (a FIFO would block, a device never end); zlib
+// reads plain files transparently, so both forms are accepted.
+GzFile openGz(const std::string &path)
+{
+    QString error;
+    const int fd = files::openRegular(QString::fromStdString(path), &error);
+    if (fd < 0)
+        throw EngineError("dataset file: " + error.toStdString());
+    GzFile f(gzdopen(fd, "rb"));
+    if (!f) {
+        ::close(fd);
+        throw EngineError("cannot open dataset file " + path);
+    }
+    return f;
+}
+
+// Grows `out` to `total` bytes only as data arrive; false on a short file.
+bool readData(gzFile f, std::vector<std::uint8_t> &out, std::size_t total)
+{
+    while (out.size() < total) {
+        const std::size_t had = out.size();
+        out.resize(had + std::min(total - had, kPiece));
+        if (!readAll(f, out.data() + had, out.size() - had))
+            return false;
+    }
+    return true;
+}
 } // namespace
 
 IdxArray readIdx(const std::string &path)
 {
-    // gzopen reads plain files transparently, so both forms are accepted.
-    GzFile f(gzopen(path.c_str(), "rb"));
-    if (!f)
-        throw EngineError("cannot open dataset file " + path);
+    GzFile f = openGz(path);
     gzbuffer(f.get(), 1 << 20);
     unsigned char magic[4];
     if (!readAll(f.get(), magic, 4))
@@ -57,12 +90,11 @@ IdxArray readIdx(const std::string &path)
         if (d <= 0 || d > (1 << 28))
             throw EngineError("dataset file " + path + " has an invalid dimension");
         out.dims.push_back(d);
-        total *= std::size_t(d);
+        if (__builtin_mul_overflow(total, std::size_t(d), &total) || total > kMaxBytes)
+            throw EngineError("dataset file " + path + " declares an implausibly large array (over "
+                              + std::to_string(kMaxBytes) + " bytes)");
     }
-    if (total > (std::size_t(1) << 34))
-        throw EngineError("dataset file " + path + " declares an implausibly large array");
-    out.data.resize(total);
-    if (!readAll(f.get(), out.data.data(), total))
+    if (!readData(f.get(), out.data, total))
         throw EngineError("dataset file " + path + " is truncated (expected " + std::to_string(total)
                           + " data bytes); re-install it (apt-get install --reinstall dataset-fashion-mnist)");
     return out;

@@ -1,10 +1,11 @@
 #include "preset_store.h"
 
+#include <safe_file.h>
+
 #include <QDir>
 #include <QFile>
 #include <QJsonDocument>
 #include <QRegularExpression>
-#include <QSaveFile>
 #include <QStandardPaths>
 
 namespace dlion::ui {
@@ -39,12 +40,7 @@ bool PresetStore::save(const QString &name, const QJsonObject &preset, QString *
         *error = QObject::tr("Cannot create the preset folder %1.").arg(m_folder);
         return false;
     }
-    QSaveFile f(pathFor(name));
-    if (!f.open(QIODevice::WriteOnly) || f.write(QJsonDocument(preset).toJson()) < 0 || !f.commit()) {
-        *error = QObject::tr("Cannot write %1: %2").arg(f.fileName(), f.errorString());
-        return false;
-    }
-    return true;
+    return files::writeAtomically(pathFor(name), QJsonDocument(preset).toJson(), error);
 }
 
 std::optional<QJsonObject> PresetStore::load(const QString &name, QString *error) const

@@ -5,6 +5,7 @@
 #include <dlion_version.h>
 #include <report_writer.h>
 #include <run_comparison.h>
+#include <safe_file.h>
 
 #include <QApplication>
 #include <QFile>
@@ -189,9 +190,8 @@ int compareCommand(const QStringList &args)
         stdOut() << QString::fromUtf8(text);
         return 0;
     }
-    QFile f(output);
-    if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate) || f.write(text) != text.size()) {
-        stdErr() << "dlion compare: cannot write " << QFileInfo(output).absoluteFilePath() << ": " << f.errorString() << "\n";
+    if (QString error; !files::writeAtomically(QFileInfo(output).absoluteFilePath(), text, &error)) {
+        stdErr() << "dlion compare: " << error << "\n";
         return 1;
     }
     stdOut() << "wrote " << QFileInfo(output).absoluteFilePath() << "\n";

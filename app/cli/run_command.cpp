@@ -6,11 +6,12 @@
 #include <handshake.h>
 #include <link_presets.h>
 #include <remote_agent.h>
+#include <safe_file.h>
 
 #include <QCommandLineParser>
 #include <QCoreApplication>
 #include <QDateTime>
-#include <QFile>
+#include <QFileInfo>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QTextStream>
@@ -65,14 +66,16 @@ bool parseLinks(const QString &value, QJsonObject *emulation)
         emulation->insert("links", value);
         return true;
     }
-    QFile f(value);
-    if (!f.open(QIODevice::ReadOnly)) {
+    constexpr qint64 kMaxMatrixBytes = 1 << 20;  // a line of numbers per worker
+    QString error;
+    const std::optional<QByteArray> matrix = files::readRegular(value, kMaxMatrixBytes, &error);
+    if (!matrix) {
         err() << "dlion run: --links \"" << value << "\" is neither a preset (" << presets.join(", ")
-              << ") nor a readable matrix file\n";
+              << ") nor a readable matrix file (" << error << ")\n";
         return false;
     }
     QJsonArray rows;
-    for (const QByteArray &line : f.readAll().split('\n')) {
+    for (const QByteArray &line : matrix->split('\n')) {
         QJsonArray row;
         for (const QByteArray &cell : line.simplified().split(' ')) {
             bool ok = false;
@@ -384,13 +387,11 @@ void RunCommand::onFinished(bool ok, const QString &message)
     m_session.shutdownAgents();
     const QJsonObject summary = m_session.data().summary();
     const QString path = m_outDir.filePath("summary.json");
-    QFile f(path);
-    if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate) || f.write(QJsonDocument(summary).toJson()) < 0) {
-        err() << "dlion run: cannot write " << path << ": " << f.errorString() << "\n";
+    if (QString error; !files::writeAtomically(path, QJsonDocument(summary).toJson(), &error)) {
+        err() << "dlion run: " << error << "\n";
         QCoreApplication::exit(1);
         return;
     }
-    f.close();
     const QJsonObject tta = summary.value("time_to_accuracy").toObject();
     auto ttaText = [&](const char *key) {
         const QJsonValue v = tta.value(key);

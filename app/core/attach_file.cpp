@@ -1,14 +1,18 @@
 #include "attach_file.h"
 
+#include <safe_file.h>
+
 #include <QDir>
-#include <QFile>
 #include <QFileInfo>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
-#include <QSaveFile>
 
 namespace dlion::core {
+
+namespace {
+constexpr qint64 kMaxBytes = 1 << 20;  // a few hundred bytes per agent
+} // namespace
 
 QString AttachFile::pathIn(const QString &runDir)
 {
@@ -31,26 +35,24 @@ bool AttachFile::write(const QString &runDir, QString *error) const
                         {"members", ids},
                         {"generation", generation},
                         {"grace_s", graceS}};
-    // Written whole and then renamed into place, owner-only before it holds
-    // the secret: a controller killed mid-write (or a reader polling for the
-    // file) never sees a truncated file.
-    QSaveFile f(pathIn(runDir));
-    if (f.open(QIODevice::WriteOnly) && f.setPermissions(QFile::ReadOwner | QFile::WriteOwner)
-        && f.write(QJsonDocument(o).toJson()) >= 0 && f.commit())
-        return true;
-    *error = QStringLiteral("cannot write %1: %2").arg(f.fileName(), f.errorString());
-    return false;
+    // Written whole, owner-only from its creation (it holds the secret), then
+    // renamed into place: a controller killed mid-write (or a reader polling
+    // for the file) never sees a truncated file.
+    return files::writeAtomically(pathIn(runDir), QJsonDocument(o).toJson(), error);
 }
 
 std::optional<AttachFile> AttachFile::read(const QString &runDir, QString *error)
 {
-    QFile f(pathIn(runDir));
-    if (!f.open(QIODevice::ReadOnly)) {
+    const QString path = pathIn(runDir);
+    if (!QFileInfo::exists(path)) {
         *error = QStringLiteral("%1 is missing: only a run whose agents train on without a controller (a local run "
-                                "started with a grace period, or a cluster run) and that has not ended can be reattached").arg(f.fileName());
+                                "started with a grace period, or a cluster run) and that has not ended can be reattached").arg(path);
         return std::nullopt;
     }
-    const QJsonObject o = QJsonDocument::fromJson(f.readAll()).object();
+    const std::optional<QByteArray> text = files::readRegular(path, kMaxBytes, error);
+    if (!text)
+        return std::nullopt;
+    const QJsonObject o = QJsonDocument::fromJson(*text).object();
     AttachFile a;
     a.runId = o.value("run_id").toInteger();
     a.store = o.value("store").toString();
@@ -64,7 +66,7 @@ std::optional<AttachFile> AttachFile::read(const QString &runDir, QString *error
     a.generation = o.value("generation").toInt();
     a.graceS = o.value("grace_s").toInt();
     if (a.runId <= 0 || a.store.isEmpty() || a.agents.isEmpty() || a.members.isEmpty() || a.secret.isEmpty()) {
-        *error = QStringLiteral("%1 is not a valid attach file").arg(f.fileName());
+        *error = QStringLiteral("%1 is not a valid attach file").arg(path);
         return std::nullopt;
     }
     return a;

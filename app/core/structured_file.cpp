@@ -1,10 +1,13 @@
 #include "structured_file.h"
 
-#include <QFile>
+#include <safe_file.h>
+
 #include <QJsonArray>
 #include <QJsonDocument>
 
 #include <yaml-cpp/yaml.h>
+
+#include <algorithm>
 
 namespace dlion::core {
 
@@ -16,6 +19,22 @@ constexpr int kMaxNodes = 100000;
 constexpr int kMaxDepth = 64;
 constexpr qint64 kMaxFileBytes = 1 << 20;
 
+QString tooDeepMessage() { return QStringLiteral("nested deeper than %1 levels").arg(kMaxDepth); }
+
+// JSON gets YAML's depth bound (Qt's own parser allows 1024 levels). Stops
+// at the bound, so the recursion is as shallow as the files it accepts.
+bool nestedTooDeep(const QJsonValue &value, int depth)
+{
+    if (depth > kMaxDepth)
+        return true;
+    if (value.isObject()) {
+        const QJsonObject o = value.toObject();
+        return std::any_of(o.begin(), o.end(), [&](const QJsonValue &v) { return nestedTooDeep(v, depth + 1); });
+    }
+    const QJsonArray a = value.toArray();  // empty for a scalar
+    return std::any_of(a.begin(), a.end(), [&](const QJsonValue &v) { return nestedTooDeep(v, depth + 1); });
+}
+
 struct YamlReader {
     int nodes = 0;
     QString error;
@@ -26,7 +45,7 @@ struct YamlReader {
             return {};
         if (++nodes > kMaxNodes || depth > kMaxDepth) {
             error = nodes > kMaxNodes ? QStringLiteral("more than %1 values (aliases expanding without end?)").arg(kMaxNodes)
-                                      : QStringLiteral("nested deeper than %1 levels").arg(kMaxDepth);
+                                      : tooDeepMessage();
             return {};
         }
         switch (node.Type()) {
@@ -74,16 +93,10 @@ struct YamlReader {
 
 std::optional<QJsonObject> readStructuredFile(const QString &path, QString *error)
 {
-    QFile f(path);
-    if (!f.open(QIODevice::ReadOnly)) {
-        *error = QStringLiteral("cannot read %1: %2").arg(path, f.errorString());
+    const std::optional<QByteArray> loaded = files::readRegular(path, kMaxFileBytes, error);
+    if (!loaded)
         return std::nullopt;
-    }
-    if (f.size() > kMaxFileBytes) {
-        *error = QStringLiteral("%1 is %2 bytes; a job or cluster file is at most %3").arg(path).arg(f.size()).arg(kMaxFileBytes);
-        return std::nullopt;
-    }
-    const QByteArray text = f.readAll();
+    const QByteArray &text = *loaded;
     const bool yamlName = path.endsWith(QLatin1String(".yaml")) || path.endsWith(QLatin1String(".yml"));
     if (!yamlName) {
         QJsonParseError perr;
@@ -91,6 +104,10 @@ std::optional<QJsonObject> readStructuredFile(const QString &path, QString *erro
         if (perr.error == QJsonParseError::NoError) {
             if (!doc.isObject()) {
                 *error = QStringLiteral("%1: the top level must be an object").arg(path);
+                return std::nullopt;
+            }
+            if (nestedTooDeep(doc.object(), 0)) {
+                *error = QStringLiteral("%1: %2").arg(path, tooDeepMessage());
                 return std::nullopt;
             }
             return doc.object();

@@ -4,8 +4,9 @@
 
 #include "report_qcp.h"
 
+#include <safe_file.h>
+
 #include <QFileInfo>
-#include <QSaveFile>
 
 namespace dlion::report {
 
@@ -29,13 +30,7 @@ bool writeComparisonHtml(const Comparison &c, const QString &path, QString *erro
                     "Accuracy at budget: the last evaluation within %4 s of training.</p></section>\n</body></html>\n")
                     .arg(QString::fromLatin1(png.toBase64()), c.toHtmlTable(),
                          c.targetText(), QString::number(c.budgetS, 'f', 1));
-    QSaveFile f(path);
-    const QByteArray bytes = h.toUtf8();
-    if (!f.open(QIODevice::WriteOnly) || f.write(bytes) != bytes.size() || !f.commit()) {
-        *error = QStringLiteral("cannot write %1: %2").arg(QFileInfo(path).absoluteFilePath(), f.errorString());
-        return false;
-    }
-    return true;
+    return files::writeAtomically(QFileInfo(path).absoluteFilePath(), h.toUtf8(), error);
 }
 
 } // namespace dlion::report

@@ -1,12 +1,13 @@
 // CSV and JSON exports (QtCore only).
 #include "report_writer.h"
 
+#include <safe_file.h>
+
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
 #include <QJsonArray>
 #include <QJsonDocument>
-#include <QSaveFile>
 
 #include <cstdio>
 
@@ -27,12 +28,7 @@ bool writeFile(const QString &path, const QByteArray &bytes, QString *error)
         }
         return true;
     }
-    QSaveFile f(path);
-    if (!f.open(QIODevice::WriteOnly) || f.write(bytes) != bytes.size() || !f.commit()) {
-        *error = QStringLiteral("cannot write %1: %2").arg(QFileInfo(path).absoluteFilePath(), f.errorString());
-        return false;
-    }
-    return true;
+    return files::writeAtomically(QFileInfo(path).absoluteFilePath(), bytes, error);
 }
 
 QByteArray roundsCsv(const core::RunData &d)

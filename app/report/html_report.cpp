@@ -6,10 +6,10 @@
 #include "report_qcp.h"
 
 #include <dlion_version.h>
+#include <safe_file.h>
 
 #include <QDateTime>
 #include <QFileInfo>
-#include <QSaveFile>
 
 namespace dlion::report {
 
@@ -88,12 +88,8 @@ Result writeHtml(const core::StoredRun &run, const QString &path)
              .arg(run.info.id);
 
     Result r;
-    QSaveFile f(path);
-    const QByteArray bytes = h.toUtf8();
-    if (!f.open(QIODevice::WriteOnly) || f.write(bytes) != bytes.size() || !f.commit()) {
-        r.error = QStringLiteral("cannot write %1: %2").arg(QFileInfo(path).absoluteFilePath(), f.errorString());
+    if (!files::writeAtomically(QFileInfo(path).absoluteFilePath(), h.toUtf8(), &r.error))
         return r;
-    }
     r.ok = true;
     r.files << path;
     return r;

@@ -7,10 +7,11 @@
 #include "report_qcp.h"
 
 #include <dlion_version.h>
+#include <safe_file.h>
 
+#include <QBuffer>
 #include <QFileInfo>
 #include <QPdfWriter>
-#include <QSaveFile>
 #include <QTextDocument>
 
 #include <functional>
@@ -142,12 +143,9 @@ private:
 Result writePdf(const core::StoredRun &run, const QString &path)
 {
     Result r;
-    QSaveFile file(path);
-    if (!file.open(QIODevice::WriteOnly)) {
-        r.error = QStringLiteral("cannot write %1: %2").arg(QFileInfo(path).absoluteFilePath(), file.errorString());
-        return r;
-    }
-    QPdfWriter writer(&file);
+    QBuffer pdf;  // rendered whole, then written like every other report
+    pdf.open(QIODevice::WriteOnly);
+    QPdfWriter writer(&pdf);
     writer.setPageSize(QPageSize(QPageSize::A4));
     writer.setPageMargins(QMarginsF(16, 14, 16, 18), QPageLayout::Millimeter);
     writer.setResolution(kDpi);
@@ -185,8 +183,7 @@ Result writePdf(const core::StoredRun &run, const QString &path)
     }
     r.pages = flow.paint(&writer, &painter, content::title(run));
     painter.end();
-    if (!file.commit()) {
-        r.error = QStringLiteral("cannot write %1: %2").arg(QFileInfo(path).absoluteFilePath(), file.errorString());
+    if (!files::writeAtomically(QFileInfo(path).absoluteFilePath(), pdf.data(), &r.error)) {
         r.pages = 0;
         return r;
     }

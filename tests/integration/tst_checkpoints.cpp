@@ -1,8 +1,11 @@
 // Checkpoints on real dlion-agent processes: periodic files that rotate and
 // load back bit-identical, a run resumed from them, and a checkpoint
-// directory that stops being writable mid-run.
+// directory that stops being writable mid-run. Also the private, atomic
+// writes checkpoints share with attach.json: no planted link followed, 0600,
+// and a failed write that keeps the previous file.
 #include "cluster_fixture.h"
 
+#include <attach_file.h>
 #include <checkpoint.h>
 #include <engine_error.h>
 
@@ -11,6 +14,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <csignal>
+#include <cstring>
+#include <sys/resource.h>
+#include <sys/stat.h>
 
 using namespace dlion;
 
@@ -54,6 +61,30 @@ QString loadError(const QString &path)
     return {};
 }
 
+QByteArray contentOf(const QString &path)
+{
+    QFile f(path);
+    return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+}
+
+int modeOf(const QString &path)
+{
+    struct stat st {};
+    return ::lstat(QFile::encodeName(path).constData(), &st) == 0 ? int(st.st_mode & 07777) : -1;
+}
+
+core::AttachFile attachFile(int generation)
+{
+    core::AttachFile a;
+    a.runId = 1;
+    a.store = QStringLiteral("/runs.sqlite");
+    a.agents = {{QStringLiteral("127.0.0.1"), 7070}};
+    a.secret = QByteArrayLiteral("run secret");
+    a.members = {0};
+    a.generation = generation;
+    return a;
+}
+
 double firstGlobalAccuracy(const core::RunData &d)
 {
     for (const auto &e : d.evals()) {
@@ -71,6 +102,8 @@ private Q_SLOTS:
     void checkpointsRotateAndLoadBack();
     void resumedRunContinuesFromCheckpoint();
     void unwritableDirectoryWarnsAndTrainingGoesOn();
+    void privateFilesFollowNoPlantedLink();
+    void failedWriteKeepsThePreviousFile();
 };
 
 void TestCheckpoints::checkpointsRotateAndLoadBack()
@@ -191,6 +224,71 @@ void TestCheckpoints::unwritableDirectoryWarnsAndTrainingGoesOn()
         for (const QString &f : checkpointsOf(kept, w))
             QCOMPARE(loadError(QDir(kept).filePath(f)), QString());
     }
+}
+
+void TestCheckpoints::privateFilesFollowNoPlantedLink()
+{
+    QTemporaryDir tmp;
+    const QString victim = tmp.filePath("victim");
+    QFile v(victim);
+    QVERIFY(v.open(QIODevice::WriteOnly) && v.write("precious") == 8);
+    v.close();
+    // Links to another file at the old fixed temporary name and at the targets.
+    const QString dir = tmp.filePath("ckpt");
+    QVERIFY(QDir().mkpath(dir));
+    const QString checkpoint = QDir(dir).filePath(engine::Checkpointer::fileName(0, 7));
+    const QString attach = core::AttachFile::pathIn(tmp.path());
+    for (const QString &link : {QDir(dir).filePath(".worker-0.ckpt.tmp"), checkpoint, attach})
+        QVERIFY(QFile::link(victim, link));
+
+    const mode_t umaskBefore = ::umask(022);
+    engine::Checkpoint c;
+    c.model = QStringLiteral("mlp");
+    c.round = 7;
+    c.params = {1, 2, 3};
+    c.momentum = {0, 0, 0};
+    const QString checkpointError = engine::Checkpointer(dir, 0, 2).save(c);
+    QString attachError;
+    const bool attachWritten = attachFile(1).write(tmp.path(), &attachError);
+    ::umask(umaskBefore);
+
+    QVERIFY2(checkpointError.isEmpty(), qPrintable(checkpointError));
+    QVERIFY2(attachWritten, qPrintable(attachError));
+    QCOMPARE(contentOf(victim), QByteArray("precious"));
+    for (const QString &written : {checkpoint, attach}) {
+        QVERIFY2(!QFileInfo(written).isSymLink(), qPrintable(written));
+        QCOMPARE(modeOf(written), 0600);  // owner-only despite umask 022
+    }
+    QCOMPARE(engine::Checkpoint::load(checkpoint).round, std::int64_t(7));
+    QString readError;
+    const auto back = core::AttachFile::read(tmp.path(), &readError);
+    QVERIFY2(back && back->secret == "run secret", qPrintable(readError));
+}
+
+void TestCheckpoints::failedWriteKeepsThePreviousFile()
+{
+    QTemporaryDir tmp;
+    QString error;
+    QVERIFY2(attachFile(1).write(tmp.path(), &error), qPrintable(error));
+    // Permissions do not stop root: a file-size limit makes the write itself
+    // fail (EFBIG once SIGXFSZ is ignored).
+    rlimit before {};
+    QVERIFY(::getrlimit(RLIMIT_FSIZE, &before) == 0);
+    rlimit tiny = before;
+    tiny.rlim_cur = 16;
+    const auto previousHandler = std::signal(SIGXFSZ, SIG_IGN);
+    QVERIFY(::setrlimit(RLIMIT_FSIZE, &tiny) == 0);
+    const bool written = attachFile(2).write(tmp.path(), &error);
+    ::setrlimit(RLIMIT_FSIZE, &before);
+    std::signal(SIGXFSZ, previousHandler);
+
+    QVERIFY(!written);
+    const QString path = core::AttachFile::pathIn(tmp.path());
+    QVERIFY2(error.contains(path) && error.contains(QString::fromLocal8Bit(std::strerror(EFBIG))), qPrintable(error));
+    const auto kept = core::AttachFile::read(tmp.path(), &error);
+    QVERIFY2(kept && kept->generation == 1, qPrintable(error));
+    // No temporary left behind.
+    QCOMPARE(QDir(tmp.path()).entryList(QDir::Files | QDir::Hidden), QStringList{QStringLiteral("attach.json")});
 }
 
 QTEST_GUILESS_MAIN(TestCheckpoints)

@@ -14,16 +14,23 @@ using namespace dlion::engine;
 
 namespace {
 
-QByteArray idxBytes(const std::vector<int> &dims, int fill, unsigned char typeByte = 0x08)
+QByteArray idxHeader(const std::vector<int> &dims, unsigned char typeByte = 0x08)
 {
     QByteArray b;
     b.append(char(0)).append(char(0)).append(char(typeByte)).append(char(dims.size()));
-    qint64 total = 1;
     for (int d : dims) {
         for (int shift = 24; shift >= 0; shift -= 8)
             b.append(char((d >> shift) & 0xff));
-        total *= d;
     }
+    return b;
+}
+
+QByteArray idxBytes(const std::vector<int> &dims, int fill, unsigned char typeByte = 0x08)
+{
+    QByteArray b = idxHeader(dims, typeByte);
+    qint64 total = 1;
+    for (int d : dims)
+        total *= d;
     for (qint64 i = 0; i < total; ++i)
         b.append(char((i + fill) % 10));
     return b;
@@ -34,6 +41,31 @@ void writeGz(const QString &path, const QByteArray &bytes)
     gzFile f = gzopen(path.toLocal8Bit().constData(), "wb");
     gzwrite(f, bytes.constData(), unsigned(bytes.size()));
     gzclose(f);
+}
+
+void writePlain(const QString &path, const QByteArray &bytes)
+{
+    QFile f(path);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    QCOMPARE(f.write(bytes), bytes.size());
+}
+
+// This process's peak resident set (VmHWM) in kB, reset first when `reset`.
+qint64 peakRssKb(bool reset = false)
+{
+    if (reset) {
+        QFile clear("/proc/self/clear_refs");
+        if (clear.open(QIODevice::WriteOnly))
+            clear.write("5");  // resets VmHWM; where refused the peak only ever rises, which the test allows
+    }
+    QFile status("/proc/self/status");
+    if (!status.open(QIODevice::ReadOnly))
+        return -1;
+    for (const QByteArray &line : status.readAll().split('\n')) {
+        if (line.startsWith("VmHWM:"))
+            return line.mid(6).simplified().split(' ').value(0).toLongLong();
+    }
+    return -1;
 }
 
 std::string messageOf(const std::function<void()> &fn)
@@ -54,6 +86,9 @@ private Q_SLOTS:
     void readsGzipAndPlainIdx();
     void rejectsTruncatedWrongMagicAndType();
     void missingDatasetNamesFileAndPackage();
+    void lyingHeaderAllocatesNoMoreThanTheFileHolds();
+    void dimensionsWhoseProductWrapsAreRefused();
+    void nonRegularDatasetFilesAreRefused();
     void fashionMnistFromPackage();
     void iidPartitionSizesAndDeterminism();
     void dirichletPartitionSkewsLabels();
@@ -106,6 +141,48 @@ void TestDatasets::missingDatasetNamesFileAndPackage()
     QVERIFY2(m.find("dataset-fashion-mnist") != std::string::npos, m.c_str());
     const std::string c = messageOf([&] { loadDataset("cifar10", m_dir.path().toStdString(), Split::Test); });
     QVERIFY2(c.find("test_batch.bin") != std::string::npos, c.c_str());
+}
+
+void TestDatasets::lyingHeaderAllocatesNoMoreThanTheFileHolds()
+{
+    // 20 bytes claiming 2^32 items: refused without allocating the claim.
+    const QByteArray header = idxHeader({256, 256, 256, 256});
+    QCOMPARE(header.size(), 20);
+    writePlain(m_dir.filePath("liar.idx"), header);
+    writeGz(m_dir.filePath("liar.gz"), header);
+    // Truncated just past one read piece: data arrive, then fall short.
+    writeGz(m_dir.filePath("short.gz"), idxHeader({64, 1024, 1024}) + QByteArray((4 << 20) + 5, char(1)));
+    for (const QString name : {"liar.idx", "liar.gz", "short.gz"}) {
+        const qint64 before = peakRssKb(true);
+        QVERIFY(before > 0);
+        const std::string m = messageOf([&] { readIdx(m_dir.filePath(name).toStdString()); });
+        const qint64 grownMb = (peakRssKb() - before) / 1024;
+        QVERIFY2(m.find("truncated") != std::string::npos && m.find(name.toStdString()) != std::string::npos, m.c_str());
+        QVERIFY2(grownMb < 50, qPrintable(QString("%1: peak RSS grew %2 MB").arg(name).arg(grownMb)));
+    }
+}
+
+void TestDatasets::dimensionsWhoseProductWrapsAreRefused()
+{
+    // 2^28 * 2^28 * 2^8 is 2^64: zero in 64-bit arithmetic.
+    writePlain(m_dir.filePath("wrap.idx"), idxHeader({1 << 28, 1 << 28, 1 << 8}));
+    const std::string m = messageOf([&] { readIdx(m_dir.filePath("wrap.idx").toStdString()); });
+    QVERIFY2(m.find("implausibly large") != std::string::npos && m.find("wrap.idx") != std::string::npos, m.c_str());
+}
+
+void TestDatasets::nonRegularDatasetFilesAreRefused()
+{
+    // A directory and a device where a file belongs.
+    QVERIFY(QDir(m_dir.path()).mkpath("folder.gz"));
+    for (const QString &path : {m_dir.filePath("folder.gz"), QStringLiteral("/dev/null")}) {
+        const std::string m = messageOf([&] { readIdx(path.toStdString()); });
+        QVERIFY2(m.find("not a regular file") != std::string::npos && m.find(path.toStdString()) != std::string::npos,
+                 m.c_str());
+    }
+    QTemporaryDir cifar;
+    QVERIFY(QDir(cifar.path()).mkpath("test_batch.bin"));
+    const std::string c = messageOf([&] { loadDataset("cifar10", cifar.path().toStdString(), Split::Test); });
+    QVERIFY2(c.find("not a regular file") != std::string::npos && c.find("test_batch.bin") != std::string::npos, c.c_str());
 }
 
 void TestDatasets::fashionMnistFromPackage()

@@ -10,6 +10,12 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <chrono>
+#include <fcntl.h>
+#include <future>
+#include <sys/stat.h>
+#include <unistd.h>
+
 using namespace dlion;
 
 namespace {
@@ -70,6 +76,7 @@ private Q_SLOTS:
     void mutatedClusterFiles();
     void hostileFiles_data();
     void hostileFiles();
+    void nonRegularFilesAreRefusedPromptly();
 };
 
 void TestFuzzFiles::mutatedJobFiles_data()
@@ -138,26 +145,32 @@ void TestFuzzFiles::mutatedClusterFiles()
 
 void TestFuzzFiles::hostileFiles_data()
 {
+    QTest::addColumn<QString>("name");
     QTest::addColumn<QByteArray>("text");
     QTest::addColumn<QString>("expected");
+    const QString yaml = QStringLiteral("job.yaml");
     QByteArray bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n";
     for (char c = 'b'; c <= 'j'; ++c)
         bomb += QByteArray(1, c) + ": &" + c + " [" + (QByteArray("*") + char(c - 1) + ", ").repeated(9) + "*" + char(c - 1) + "]\n";
-    QTest::newRow("alias bomb") << bomb << QStringLiteral("more than");
-    QTest::newRow("deep nesting") << ("model: " + QByteArray(200, '[') + QByteArray(200, ']') + "\n") << QStringLiteral("nested deeper");
-    QTest::newRow("duplicate field") << QByteArray("model: mlp\nlr: 0.1\nmodel: cnn\n") << QStringLiteral("\"model\" appears twice");
-    QTest::newRow("mapping as key") << QByteArray("? {a: 1}\n: 2\n") << QStringLiteral("plain text");
-    QTest::newRow("binary") << QByteArray("\x00\xff\xfe\x01\x02garbage\x00", 14) << QStringLiteral("job.yaml");
-    QTest::newRow("empty") << QByteArray() << QStringLiteral("top level");
-    QTest::newRow("huge") << QByteArray("# ").append(QByteArray(2 << 20, 'x')) << QStringLiteral("at most");
+    QTest::newRow("alias bomb") << yaml << bomb << QStringLiteral("more than");
+    QTest::newRow("deep nesting") << yaml << ("model: " + QByteArray(200, '[') + QByteArray(200, ']') + "\n") << QStringLiteral("nested deeper");
+    QTest::newRow("duplicate field") << yaml << QByteArray("model: mlp\nlr: 0.1\nmodel: cnn\n") << QStringLiteral("\"model\" appears twice");
+    QTest::newRow("mapping as key") << yaml << QByteArray("? {a: 1}\n: 2\n") << QStringLiteral("plain text");
+    QTest::newRow("binary") << yaml << QByteArray("\x00\xff\xfe\x01\x02garbage\x00", 14) << QStringLiteral("job.yaml");
+    QTest::newRow("empty") << yaml << QByteArray() << QStringLiteral("top level");
+    QTest::newRow("huge") << yaml << QByteArray("# ").append(QByteArray(2 << 20, 'x')) << QStringLiteral("at most");
+    // Qt's JSON parser allows 1024 levels; a job file gets YAML's bound.
+    QTest::newRow("deep JSON") << QStringLiteral("job.json") << ("{\"model\": " + QByteArray(200, '[') + QByteArray(200, ']') + "}")
+                               << QStringLiteral("nested deeper");
 }
 
 void TestFuzzFiles::hostileFiles()
 {
+    QFETCH(QString, name);
     QFETCH(QByteArray, text);
     QFETCH(QString, expected);
     QTemporaryDir dir;
-    const QString path = write(dir, "job.yaml", text);
+    const QString path = write(dir, name, text);
     QString error;
     QVERIFY(!core::buildJob(path, {}, &error));
     QVERIFY2(error.contains(path) && error.contains(expected), qPrintable(error));
@@ -165,6 +178,34 @@ void TestFuzzFiles::hostileFiles()
     error.clear();
     QVERIFY(!core::ClusterSpec::load(path, &error));
     QVERIFY2(error.contains(expected), qPrintable(error));
+}
+
+void TestFuzzFiles::nonRegularFilesAreRefusedPromptly()
+{
+    QTemporaryDir dir;
+    const QString fifo = dir.filePath("job.json");
+    QVERIFY(::mkfifo(QFile::encodeName(fifo).constData(), 0600) == 0);
+    // Read on a thread so that a reader stuck on the FIFO fails the test
+    // instead of hanging it: a writer that comes and goes then releases it.
+    auto reading = std::async(std::launch::async, [&] {
+        QString error;
+        return core::buildJob(fifo, {}, &error) ? QString() : error;
+    });
+    const bool prompt = reading.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+    if (!prompt) {
+        const int fd = ::open(QFile::encodeName(fifo).constData(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+        if (fd >= 0)
+            ::close(fd);
+    }
+    const QString fifoError = reading.get();
+    QVERIFY2(prompt, "reading a FIFO as a job file blocked");
+    QVERIFY2(fifoError.contains(fifo) && fifoError.contains("not a regular file"), qPrintable(fifoError));
+    // A directory and a device are refused alike.
+    for (const QString &path : {dir.path(), QStringLiteral("/dev/null")}) {
+        QString error;
+        QVERIFY(!core::ClusterSpec::load(path, &error));
+        QVERIFY2(error.contains(path) && error.contains("not a regular file"), qPrintable(error));
+    }
 }
 
 QTEST_GUILESS_MAIN(TestFuzzFiles)
