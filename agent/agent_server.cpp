@@ -8,6 +8,9 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
+#include <utility>
+
 Q_LOGGING_CATEGORY(lcAgent, "dlion.agent")
 
 namespace dlion::agent {
@@ -22,6 +25,19 @@ constexpr int kHeartbeatIntervalMs = 1000;
 // keeps failing) must not grow the agent without bound; this is minutes of
 // telemetry, far more than one store commit interval.
 constexpr qsizetype kMaxUnackedRecords = 100000;
+// Telemetry no controller has taken yet (a long detach), bounded alike.
+constexpr qsizetype kMaxBacklogRecords = kMaxUnackedRecords;
+// One Telemetry frame's body: well under the controller's limit
+// (FrameCodec::kDefaultMaxBody), so a long backlog crosses as several frames.
+constexpr qsizetype kMaxTelemetryFrameBytes = 1 << 20;
+// Unauthenticated connections: handshake frames are small and a controller
+// answers at once, so few and short waits serve every real one.
+constexpr int kMaxHandshaking = 16;
+constexpr int kHandshakeTimeoutMs = 5000;
+// After an accept error (e.g. out of descriptors) the agent stops accepting
+// and tries again after this pause.
+constexpr int kAcceptRetryMs = 500;
+constexpr qint64 kLogIntervalMs = 10000;
 
 qint64 peakRssKb()
 {
@@ -41,6 +57,10 @@ void append(protocol::TelemetryBatch &to, protocol::TelemetryBatch &&from)
 AgentServer::AgentServer(Options options, QObject *parent) : QObject(parent), m_options(std::move(options))
 {
     connect(&m_server, &QTcpServer::newConnection, this, &AgentServer::onNewConnection);
+    connect(&m_server, &QTcpServer::acceptError, this, &AgentServer::onAcceptError);
+    m_resumeAcceptTimer.setSingleShot(true);
+    m_resumeAcceptTimer.setInterval(kAcceptRetryMs);
+    connect(&m_resumeAcceptTimer, &QTimer::timeout, &m_server, &QTcpServer::resumeAccepting);
     m_flushTimer.setInterval(kFlushIntervalMs);
     connect(&m_flushTimer, &QTimer::timeout, this, &AgentServer::flushTelemetry);
     m_flushTimer.start();
@@ -66,6 +86,15 @@ AgentServer::AgentServer(Options options, QObject *parent) : QObject(parent), m_
 
 AgentServer::~AgentServer() = default;
 
+qint64 AgentServer::LogThrottle::count()
+{
+    ++m_unreported;
+    if (m_lastLine.isValid() && m_lastLine.elapsed() < kLogIntervalMs)
+        return 0;
+    m_lastLine.start();
+    return std::exchange(m_unreported, 0);
+}
+
 void AgentServer::updateIdleTimer()
 {
     const bool idle = !m_controller && !(m_runner && m_runner->isRunning());
@@ -90,30 +119,61 @@ bool AgentServer::listen(QString *error)
 
 void AgentServer::onNewConnection()
 {
-    while (QTcpSocket *socket = m_server.nextPendingConnection()) {
-        auto *conn = new FramedConnection(socket, FramedConnection::Role::Agent, m_options.secret, this);
-        connect(conn, &FramedConnection::closed, conn, &QObject::deleteLater);
-        connect(conn, &FramedConnection::ready, this, [this, conn] {
-            if (m_controller && m_controller != conn) {
-                qCInfo(lcAgent) << "a new controller replaces the previous one";
-                m_controller->close();
-            }
-            m_controller = conn;
-            m_graceTimer.stop();
-            updateIdleTimer();
-            connect(conn, &FramedConnection::frameReceived, this, &AgentServer::onFrame);
-            connect(conn, &FramedConnection::closed, this, &AgentServer::onControllerClosed);
-            qCInfo(lcAgent).noquote() << "controller attached from" << conn->peerName();
-            sendStatus();
-            // First what the previous controller got but may not have stored.
-            for (const auto &batch : m_unacked)
-                sendTelemetry(batch);
-            flushTelemetry();
-            if (!m_finished.isEmpty() && !(m_runner && m_runner->isRunning()))
-                conn->send(MessageType::Finished, m_finished);
-        });
-        conn->start();
+    while (QTcpSocket *socket = m_server.nextPendingConnection())
+        accept(socket);
+}
+
+QList<FramedConnection *> AgentServer::handshaking() const
+{
+    QList<FramedConnection *> out;  // children keep their creation order
+    for (FramedConnection *c : findChildren<FramedConnection *>(Qt::FindDirectChildrenOnly)) {
+        if (c->state() == FramedConnection::State::Handshaking)
+            out.append(c);
     }
+    return out;
+}
+
+void AgentServer::accept(QTcpSocket *socket)
+{
+    // The oldest makes room, not the newest: silent connections then cannot
+    // lock a controller out for as long as they are held open.
+    if (const QList<FramedConnection *> waiting = handshaking(); waiting.size() >= kMaxHandshaking) {
+        waiting.first()->close();
+        if (const qint64 n = m_evictedLog.count())
+            qCWarning(lcAgent) << "closed" << n << "unauthenticated connection(s): more than" << kMaxHandshaking
+                               << "at once";
+    }
+    auto *conn = new FramedConnection(socket, FramedConnection::Role::Agent, m_options.secret, this);
+    connect(conn, &FramedConnection::closed, conn, &QObject::deleteLater);
+    connect(conn, &FramedConnection::ready, this, [this, conn] {
+        if (m_controller && m_controller != conn) {
+            qCInfo(lcAgent) << "a new controller replaces the previous one";
+            m_controller->close();
+        }
+        m_controller = conn;
+        m_graceTimer.stop();
+        updateIdleTimer();
+        connect(conn, &FramedConnection::frameReceived, this, &AgentServer::onFrame);
+        connect(conn, &FramedConnection::closed, this, &AgentServer::onControllerClosed);
+        qCInfo(lcAgent).noquote() << "controller attached from" << conn->peerName();
+        sendStatus();
+        // First what the previous controller got but may not have stored.
+        for (const auto &batch : m_unacked)
+            sendTelemetry(batch);
+        flushTelemetry();
+        if (!m_finished.isEmpty() && !(m_runner && m_runner->isRunning()))
+            conn->send(MessageType::Finished, m_finished);
+    });
+    conn->start(kHandshakeTimeoutMs);
+}
+
+void AgentServer::onAcceptError(QAbstractSocket::SocketError error)
+{
+    // QTcpServer has paused itself and would never resume.
+    if (const qint64 n = m_acceptErrorLog.count())
+        qCWarning(lcAgent) << "cannot accept connections:" << error << "(out of file descriptors?)," << n
+                           << "time(s); trying again every" << kAcceptRetryMs << "ms";
+    m_resumeAcceptTimer.start();
 }
 
 void AgentServer::onControllerClosed()
@@ -222,17 +282,33 @@ void AgentServer::regroup(const QCborMap &planBody)
     m_runner->worker().requestRegroup(*plan);
 }
 
+void AgentServer::capBacklog()
+{
+    const qsizetype excess = m_backlog.records() - kMaxBacklogRecords;
+    if (excess <= 0)
+        return;
+    if (!m_warnedBacklogFull)
+        qCWarning(lcAgent) << "no controller has taken telemetry for long; keeping only the last"
+                           << kMaxBacklogRecords << "records for it";
+    m_warnedBacklogFull = true;
+    protocol::dropOldest(m_backlog, excess);
+}
+
 void AgentServer::flushTelemetry()
 {
     if (m_runner)
         append(m_backlog, m_runner->takeTelemetry());
+    capBacklog();
     if (m_backlog.isEmpty() || !m_controller || m_controller->state() != FramedConnection::State::Ready)
         return;
-    m_backlog.seq = ++m_lastSeq;
-    sendTelemetry(m_backlog);
-    m_unackedRecords += m_backlog.records();
-    m_unacked.push_back(std::move(m_backlog));
+    for (protocol::TelemetryBatch &batch : protocol::split(m_backlog, kMaxTelemetryFrameBytes)) {
+        batch.seq = ++m_lastSeq;
+        sendTelemetry(batch);
+        m_unackedRecords += batch.records();
+        m_unacked.push_back(std::move(batch));
+    }
     m_backlog = {};
+    m_warnedBacklogFull = false;
     while (m_unackedRecords > kMaxUnackedRecords && m_unacked.size() > 1) {
         if (!m_warnedUnackedFull)
             qCWarning(lcAgent) << "the controller does not acknowledge telemetry; keeping only the last"

@@ -4,6 +4,7 @@
 
 #include <framed_connection.h>
 
+#include <QElapsedTimer>
 #include <QHostAddress>
 #include <QObject>
 #include <QPointer>
@@ -26,6 +27,11 @@ namespace dlion::agent {
 // Telemetry is delivered at least once: every frame sent is kept until the
 // controller acknowledges it (after storing it), and a reattaching controller
 // gets the unacknowledged frames again before the new ones.
+//
+// Before authentication a connection costs little: at most
+// kMaxHandshaking wait at once (a new one closes the oldest), each for a
+// few seconds with small frames; the listener keeps accepting after running
+// out of descriptors.
 class AgentServer : public QObject {
     Q_OBJECT
 public:
@@ -47,12 +53,29 @@ Q_SIGNALS:
     void shutdownRequested();
 
 private:
+    // Counts events to log: the first at once, then at most one line per
+    // interval with the count since the last line.
+    class LogThrottle {
+    public:
+        // How many events to report now (0: stay quiet).
+        qint64 count();
+
+    private:
+        QElapsedTimer m_lastLine;
+        qint64 m_unreported = 0;
+    };
+
     void onNewConnection();
+    void accept(QTcpSocket *socket);
+    // Unauthenticated connections, oldest first.
+    QList<protocol::FramedConnection *> handshaking() const;
+    void onAcceptError(QAbstractSocket::SocketError error);
     void onFrame(const protocol::Frame &frame);
     void onControllerClosed();
     void startJob(const QCborMap &body);
     void handleCommand(const QCborMap &body);
     void regroup(const QCborMap &planBody);
+    void capBacklog();
     void flushTelemetry();
     void sendTelemetry(const protocol::TelemetryBatch &batch);
     void acknowledge(const QCborValue &seq);
@@ -70,6 +93,10 @@ private:
     qsizetype m_unackedRecords = 0;
     qint64 m_lastSeq = 0;  // rises over the agent's life, across jobs
     bool m_warnedUnackedFull = false;
+    bool m_warnedBacklogFull = false;
+    LogThrottle m_evictedLog;
+    LogThrottle m_acceptErrorLog;
+    QTimer m_resumeAcceptTimer;
     QCborMap m_finished;  // last job's outcome, re-sent to a reattaching controller
     QTimer m_flushTimer;
     QTimer m_heartbeatTimer;

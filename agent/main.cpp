@@ -4,6 +4,7 @@
 
 #include <command_line.h>
 #include <dlion_version.h>
+#include <handshake.h>
 
 #include <QCommandLineParser>
 #include <QCoreApplication>
@@ -39,7 +40,8 @@ int main(int argc, char **argv)
                        "the run secret, then trains the job it is sent and streams telemetry back. Prints\n"
                        "\"dlion-agent listening on HOST:PORT\" once it listens.\n\n"
                        "The secret is read from the environment variable DLION_SECRET, or from\n"
-                       "--secret-file; it never appears on the command line. dlion and dlion-studio\n"
+                       "--secret-file; it never appears on the command line. It must have at least 32\n"
+                       "characters (make one with: openssl rand -hex 32 > secret). dlion and dlion-studio\n"
                        "start and stop agents themselves; run it by hand only on a node of your own."),
         {QStringLiteral("DLION_SECRET=$(cat secret) dlion-agent --listen 0.0.0.0:7070 --grace 60"),
          QStringLiteral("dlion-agent --listen 127.0.0.1:0 --secret-file ~/.dlion/secret --idle-exit 600")},
@@ -80,16 +82,25 @@ int main(int argc, char **argv)
     if (!idleOk || options.idleExitS < 0)
         return fail(QStringLiteral("--idle-exit must be a whole number of seconds"));
 
+    QString secretSource = QStringLiteral("DLION_SECRET");
     if (parser.isSet("secret-file")) {
         QFile f(parser.value("secret-file"));
         if (!f.open(QIODevice::ReadOnly))
             return fail(QStringLiteral("cannot read secret file %1: %2").arg(f.fileName(), f.errorString()));
         options.secret = f.readAll().trimmed();
+        secretSource = QStringLiteral("secret file %1").arg(f.fileName());
     } else {
         options.secret = qgetenv("DLION_SECRET");
     }
-    if (options.secret.size() < 16)
-        return fail(QStringLiteral("no run secret (at least 16 characters): set DLION_SECRET or pass --secret-file"));
+    if (options.secret.isEmpty())
+        return fail(QStringLiteral("no run secret: set DLION_SECRET or pass --secret-file"));
+    // Anyone who guesses the secret can run code here: refuse a guessable one.
+    if (options.secret.size() < dlion::protocol::handshake::kMinSecretSize)
+        return fail(QStringLiteral("the run secret in %1 has %2 characters; it needs at least %3 (128 random bits as hex): "
+                                   "make one with `openssl rand -hex 32`")
+                        .arg(secretSource)
+                        .arg(options.secret.size())
+                        .arg(dlion::protocol::handshake::kMinSecretSize));
 
     dlion::agent::AgentServer server(options);
     QString error;

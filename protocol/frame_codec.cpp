@@ -6,6 +6,8 @@
 #include <QMessageAuthenticationCode>
 #include <QtEndian>
 
+#include <algorithm>
+
 namespace dlion::protocol {
 
 namespace {
@@ -49,9 +51,20 @@ const char *messageTypeName(MessageType type)
 
 FrameCodec::FrameCodec(quint32 maxBody) : m_maxBody(maxBody) {}
 
-QByteArray FrameCodec::mac(const QByteArray &data) const
+void FrameCodec::setKeys(const QByteArray &sendKey, const QByteArray &receiveKey)
 {
-    return QMessageAuthenticationCode::hash(data, m_key, QCryptographicHash::Sha256).left(kMacSize);
+    m_sendKey = sendKey;
+    m_receiveKey = receiveKey;
+}
+
+quint32 FrameCodec::maxBody() const
+{
+    return m_receiveKey.isEmpty() ? std::min(kHandshakeMaxBody, m_maxBody) : m_maxBody;
+}
+
+QByteArray FrameCodec::mac(const QByteArray &key, const QByteArray &data)
+{
+    return QMessageAuthenticationCode::hash(data, key, QCryptographicHash::Sha256).left(kMacSize);
 }
 
 QByteArray FrameCodec::encode(const Frame &frame)
@@ -66,7 +79,7 @@ QByteArray FrameCodec::encode(const Frame &frame)
     qToBigEndian<quint32>(m_sendSeq++, p + 8);
     qToBigEndian<quint32>(quint32(body.size()), p + 12);
     out += body;
-    out += mac(out);
+    out += mac(m_sendKey, out);
     return out;
 }
 
@@ -74,9 +87,14 @@ bool FrameCodec::feed(const QByteArray &bytes)
 {
     if (hasError())
         return false;
-    m_buffer += bytes;
-    // Reject a bad header as soon as it arrives, not only once its body has.
-    return checkHeader().has_value() || !hasError();
+    // Reject a bad header as soon as it arrives, before buffering the body
+    // that came with it.
+    const qsizetype headerPart = qBound(qsizetype(0), kHeaderSize - m_buffer.size(), bytes.size());
+    m_buffer += bytes.first(headerPart);
+    if (!checkHeader() && hasError())
+        return false;
+    m_buffer += bytes.sliced(headerPart);
+    return true;
 }
 
 std::optional<quint32> FrameCodec::checkHeader()
@@ -94,8 +112,8 @@ std::optional<quint32> FrameCodec::checkHeader()
                   .arg(quint8(p[4])).arg(kProtocolVersion);
     else if (!isKnownMessageType(type))
         why = QStringLiteral("unknown message type %1").arg(type);
-    else if (length > m_maxBody)
-        why = QStringLiteral("frame of %1 bytes exceeds the %2-byte limit").arg(length).arg(m_maxBody);
+    else if (length > maxBody())
+        why = QStringLiteral("frame of %1 bytes exceeds the %2-byte limit").arg(length).arg(maxBody());
     if (why.isEmpty())
         return length;
     fail(why);
@@ -119,7 +137,7 @@ std::optional<Frame> FrameCodec::next()
     const QByteArray signedPart = m_buffer.left(kHeaderSize + *length);
     const quint16 type = qFromBigEndian<quint16>(signedPart.constData() + 6);
     const quint32 seq = qFromBigEndian<quint32>(signedPart.constData() + 8);
-    if (!handshake::equal(mac(signedPart), m_buffer.mid(kHeaderSize + *length, kMacSize))) {
+    if (!handshake::equal(mac(m_receiveKey, signedPart), m_buffer.mid(kHeaderSize + *length, kMacSize))) {
         fail(QStringLiteral("frame failed authentication (wrong secret or corrupted data)"));
         return std::nullopt;
     }

@@ -20,20 +20,26 @@ struct Frame {
 // Layout (big endian): magic "DLNF" | version u8 | flags u8 | type u16 |
 // seq u32 | length u32 | CBOR body (length bytes) | MAC (16 bytes).
 // MAC = HMAC-SHA256(key, header + body) truncated to 16 bytes. Before the
-// handshake completes the key is empty (integrity only); afterwards it is the
-// per-connection session key, so a frame from anyone without the run secret
-// is rejected. Sequence numbers count up from 0 per direction: a replayed,
-// dropped or reordered frame is an error. Any error poisons the decoder: the
-// connection must be closed.
+// handshake completes the keys are empty (integrity only) and a frame may
+// carry at most kHandshakeMaxBody bytes, so an unauthenticated peer cannot
+// make us buffer or decode much; afterwards each direction has its own
+// session key (see handshake.h), so a frame from anyone without the run
+// secret, or one reflected back to its sender, is rejected. Sequence numbers
+// count up from 0 per direction: a replayed, dropped or reordered frame is an
+// error. Any error poisons the decoder: the connection must be closed.
 class FrameCodec {
 public:
     static constexpr int kHeaderSize = 16;
     static constexpr int kMacSize = 16;
     static constexpr quint32 kDefaultMaxBody = 8u << 20;
+    // Hello, Auth and AuthOk bodies are about 100 bytes.
+    static constexpr quint32 kHandshakeMaxBody = 4096;
 
+    // `maxBody` applies once keys are set; before that, kHandshakeMaxBody.
     explicit FrameCodec(quint32 maxBody = kDefaultMaxBody);
 
-    void setKey(const QByteArray &key) { m_key = key; }
+    // The session keys: they end the handshake's frame limit.
+    void setKeys(const QByteArray &sendKey, const QByteArray &receiveKey);
 
     QByteArray encode(const Frame &frame);
 
@@ -46,13 +52,15 @@ public:
     QString errorString() const { return m_error; }
 
 private:
-    QByteArray mac(const QByteArray &data) const;
+    quint32 maxBody() const;
+    static QByteArray mac(const QByteArray &key, const QByteArray &data);
     // Body length of the buffered frame once its header is complete and valid.
     std::optional<quint32> checkHeader();
     void fail(const QString &why);
 
     quint32 m_maxBody;
-    QByteArray m_key;
+    QByteArray m_sendKey;
+    QByteArray m_receiveKey;
     quint32 m_sendSeq = 0;
     quint32 m_recvSeq = 0;
     QByteArray m_buffer;

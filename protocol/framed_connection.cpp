@@ -10,11 +10,18 @@ namespace dlion::protocol {
 
 Q_LOGGING_CATEGORY(lcLink, "dlion.link")
 
+namespace {
+// What Qt reads ahead of the codec: with the codec's frame limit it bounds
+// what an unauthenticated peer can make us hold.
+constexpr qint64 kReadBufferSize = 256 * 1024;
+} // namespace
+
 FramedConnection::FramedConnection(QTcpSocket *socket, Role role, QByteArray secret, QObject *parent)
     : QObject(parent), m_socket(socket), m_role(role), m_secret(std::move(secret))
 {
     socket->setParent(this);
     socket->setSocketOption(QAbstractSocket::LowDelayOption, 1);
+    socket->setReadBufferSize(kReadBufferSize);
     connect(socket, &QTcpSocket::readyRead, this, &FramedConnection::onReadyRead);
     connect(socket, &QTcpSocket::disconnected, this, [this] {
         if (m_state == State::Handshaking)
@@ -142,7 +149,12 @@ void FramedConnection::handleHandshake(const Frame &frame)
         return fail(QStringLiteral("unexpected %1 frame during the handshake with %2")
                         .arg(QLatin1String(messageTypeName(frame.type)), peerName()));
     }
-    m_codec.setKey(sessionKey(m_secret, m_agentNonce, m_controllerNonce));
+    const QByteArray toController = agentToControllerKey(m_secret, m_agentNonce, m_controllerNonce);
+    const QByteArray toAgent = controllerToAgentKey(m_secret, m_agentNonce, m_controllerNonce);
+    if (m_role == Role::Agent)
+        m_codec.setKeys(toController, toAgent);
+    else
+        m_codec.setKeys(toAgent, toController);
     m_handshakeTimer.stop();
     m_state = State::Ready;
     Q_EMIT ready();

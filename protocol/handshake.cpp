@@ -39,9 +39,14 @@ QByteArray agentProof(const QByteArray &secret, const QByteArray &agentNonce, co
     return hmac(secret, "dlion-agent", controllerNonce, agentNonce);
 }
 
-QByteArray sessionKey(const QByteArray &secret, const QByteArray &agentNonce, const QByteArray &controllerNonce)
+QByteArray agentToControllerKey(const QByteArray &secret, const QByteArray &agentNonce, const QByteArray &controllerNonce)
 {
-    return hmac(secret, "dlion-session", agentNonce, controllerNonce);
+    return hmac(secret, "dlion-session-agent-to-controller", agentNonce, controllerNonce);
+}
+
+QByteArray controllerToAgentKey(const QByteArray &secret, const QByteArray &agentNonce, const QByteArray &controllerNonce)
+{
+    return hmac(secret, "dlion-session-controller-to-agent", agentNonce, controllerNonce);
 }
 
 bool equal(const QByteArray &a, const QByteArray &b)

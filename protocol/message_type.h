@@ -5,7 +5,8 @@
 namespace dlion::protocol {
 
 // Wire version; a peer with another version is refused at the handshake.
-inline constexpr std::uint8_t kProtocolVersion = 1;
+// 2: one session key per direction (1 had one for both).
+inline constexpr std::uint8_t kProtocolVersion = 2;
 
 enum class MessageType : std::uint16_t {
     // Handshake (see handshake.h).

@@ -121,6 +121,32 @@ QCborArray encodeList(const QList<T> &items)
     return a;
 }
 
+// A batch's map keys, array headers and seq, rounded up.
+constexpr qsizetype kBatchOverheadBytes = 64;
+
+template <typename T>
+void splitList(const QList<T> &items, QList<T> TelemetryBatch::*list, qsizetype maxBytes, QList<TelemetryBatch> &out,
+               qsizetype &used)
+{
+    for (const T &item : items) {
+        const qsizetype size = encode(item).toCborValue().toCbor().size();
+        if (out.isEmpty() || (used + size > maxBytes && !out.last().isEmpty())) {
+            out.append(TelemetryBatch{});
+            used = kBatchOverheadBytes;
+        }
+        (out.last().*list).append(item);
+        used += size;
+    }
+}
+
+template <typename T>
+void dropFront(QList<T> &items, qsizetype &count)
+{
+    const qsizetype n = std::min(count, items.size());
+    items.remove(0, n);
+    count -= n;
+}
+
 template <typename T>
 bool decodeList(const QCborValue &v, QList<T> *out)
 {
@@ -157,6 +183,23 @@ QCborMap toCbor(const TelemetryBatch &batch)
     if (batch.seq > 0)
         map.insert(QStringLiteral("seq"), batch.seq);
     return map;
+}
+
+QList<TelemetryBatch> split(const TelemetryBatch &batch, qsizetype maxBytes)
+{
+    QList<TelemetryBatch> out;
+    qsizetype used = 0;
+    splitList(batch.rounds, &TelemetryBatch::rounds, maxBytes, out, used);
+    splitList(batch.evals, &TelemetryBatch::evals, maxBytes, out, used);
+    splitList(batch.merges, &TelemetryBatch::merges, maxBytes, out, used);
+    return out;
+}
+
+void dropOldest(TelemetryBatch &batch, qsizetype count)
+{
+    dropFront(batch.rounds, count);
+    dropFront(batch.evals, count);
+    dropFront(batch.merges, count);
 }
 
 bool fromCbor(const QCborMap &map, TelemetryBatch *out)

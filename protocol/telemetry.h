@@ -79,6 +79,13 @@ struct TelemetryBatch {
 };
 
 QCborMap toCbor(const TelemetryBatch &batch);
+// Splits a batch, records in order, into batches whose toCbor() bodies take
+// at most `maxBytes` each (a single larger record travels alone), so a long
+// backlog crosses as several frames under the receiver's limit.
+QList<TelemetryBatch> split(const TelemetryBatch &batch, qsizetype maxBytes);
+// Drops the `count` oldest records, round records first: evaluations and
+// merges are few and are the run's results.
+void dropOldest(TelemetryBatch &batch, qsizetype count);
 // Lenient on missing fields, strict on shape: returns false on a wrong type.
 bool fromCbor(const QCborMap &map, TelemetryBatch *out);
 

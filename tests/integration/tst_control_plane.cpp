@@ -72,8 +72,15 @@ struct RawPeer {
         const std::optional<Frame> ok = read();
         if (!ok || ok->type != MessageType::AuthOk)
             return false;
-        codec.setKey(protocol::handshake::sessionKey(secret, agentNonce, controllerNonce));
+        useSessionKeys(secret);
         return true;
+    }
+
+    void useSessionKeys(const QByteArray &secret)
+    {
+        using namespace protocol::handshake;
+        codec.setKeys(controllerToAgentKey(secret, agentNonce, controllerNonce),
+                      agentToControllerKey(secret, agentNonce, controllerNonce));
     }
 
     void send(const QByteArray &bytes)
@@ -235,7 +242,7 @@ void TestControlPlane::replayedAuthAndFramesAreRejected()
     first.send(recordedAuth);
     const std::optional<Frame> authOk = first.read();
     QVERIFY(authOk && authOk->type == MessageType::AuthOk);
-    first.codec.setKey(protocol::handshake::sessionKey(m_secret, first.agentNonce, first.controllerNonce));
+    first.useSessionKeys(m_secret);
     const QByteArray command = first.codec.encode(Frame{MessageType::Command, QCborMap{{"cmd", "merge_now"}}});
     first.send(command);
     QVERIFY(first.read().has_value());  // answered (no job is running)

@@ -17,18 +17,39 @@ private Q_SLOTS:
     void rejectsWrongKey();
     void rejectsCorruptedByte();
     void rejectsOversizedFrameFromHeaderAlone();
+    void handshakeFramesAreSmallUntilKeysAreSet();
+    void reflectedFrameFailsItsMac();
     void rejectsBadMagicVersionAndType();
     void rejectsReplayedFrame();
     void randomBytesNeverCrash();
     void handshakeProofs();
     void telemetryRoundTrip();
+    void longBacklogSplitsIntoFramesUnderTheLimit();
+    void droppingOldestKeepsEvaluations();
 };
+
+namespace {
+
+// A round record of a worker in a group of `world`, as a long run sends it.
+RoundRecord roundRecord(qint64 round, int world)
+{
+    RoundRecord r;
+    r.round = round;
+    r.t = double(round) * 0.07;
+    r.rate = 1000 + double(round % 97);
+    r.linkBytes.assign(world, 4096.5);
+    r.linkMbps.assign(world, 123.25);
+    r.linkFraction.assign(world, 0.125);
+    return r;
+}
+
+} // namespace
 
 void TestFrameCodec::roundTripWithKeyAndSplitDelivery()
 {
     FrameCodec tx, rx;
-    tx.setKey("k");
-    rx.setKey("k");
+    tx.setKeys("k", {});
+    rx.setKeys({}, "k");
     QByteArray wire;
     for (int i = 0; i < 3; ++i)
         wire += tx.encode(Frame{MessageType::Command, QCborMap{{"cmd", "stop"}, {"i", i}}});
@@ -50,8 +71,8 @@ void TestFrameCodec::roundTripWithKeyAndSplitDelivery()
 void TestFrameCodec::rejectsWrongKey()
 {
     FrameCodec tx, rx;
-    tx.setKey("secret-a");
-    rx.setKey("secret-b");
+    tx.setKeys("secret-a", {});
+    rx.setKeys({}, "secret-b");
     rx.feed(tx.encode(Frame{MessageType::Job, {}}));
     QVERIFY(!rx.next());
     QVERIFY(rx.hasError());
@@ -76,6 +97,54 @@ void TestFrameCodec::rejectsOversizedFrameFromHeaderAlone()
     QByteArray wire = tx.encode(Frame{MessageType::Telemetry, QCborMap{{"blob", QByteArray(4096, 'x')}}});
     QVERIFY(!rx.feed(wire.left(FrameCodec::kHeaderSize)));
     QVERIFY(rx.errorString().contains("exceeds"));
+}
+
+void TestFrameCodec::handshakeFramesAreSmallUntilKeysAreSet()
+{
+    FrameCodec tx;
+    tx.setKeys("k", {});
+    const QByteArray big = tx.encode(Frame{MessageType::Auth, QCborMap{{"blob", QByteArray(5000, 'x')}}});
+    // Before the handshake, a header declaring 5000 bytes is refused with
+    // the part of the body that came along.
+    FrameCodec before;
+    QVERIFY(!before.feed(big.left(FrameCodec::kHeaderSize + 1000)));
+    QVERIFY2(before.errorString().contains("4096-byte limit"), qPrintable(before.errorString()));
+    // The real handshake frames fit.
+    FrameCodec agent, controller;
+    const QByteArray hello = agent.encode(Frame{MessageType::Hello, QCborMap{{"version", kProtocolVersion},
+                                                                            {"nonce", handshake::makeNonce()},
+                                                                            {"agent", "dlion-agent"},
+                                                                            {"agent_version", "1.2.3-long-git-describe-g0123456789ab"}}});
+    QVERIFY(controller.feed(hello));
+    QVERIFY(controller.next());
+    // Once keys are set, the normal limit applies.
+    FrameCodec after;
+    after.setKeys({}, "k");
+    QVERIFY(after.feed(big));
+    QVERIFY(after.next());
+}
+
+void TestFrameCodec::reflectedFrameFailsItsMac()
+{
+    using namespace handshake;
+    const QByteArray secret = makeSecret(), a = makeNonce(), c = makeNonce();
+    FrameCodec agent, controller, controllerEcho;
+    agent.setKeys(agentToControllerKey(secret, a, c), controllerToAgentKey(secret, a, c));
+    controller.setKeys(controllerToAgentKey(secret, a, c), agentToControllerKey(secret, a, c));
+    controllerEcho.setKeys(controllerToAgentKey(secret, a, c), agentToControllerKey(secret, a, c));
+    const QByteArray command = controller.encode(Frame{MessageType::Command, QCborMap{{"cmd", "pause"}}});
+    QVERIFY(agent.feed(command));
+    QVERIFY(agent.next());
+    // The same bytes sent back to the controller, at the sequence it expects.
+    QVERIFY(controllerEcho.feed(command));
+    QVERIFY(!controllerEcho.next());
+    QVERIFY2(controllerEcho.errorString().contains("authentication"), qPrintable(controllerEcho.errorString()));
+    // And an agent frame sent back to the agent.
+    FrameCodec agentEcho;
+    agentEcho.setKeys(agentToControllerKey(secret, a, c), controllerToAgentKey(secret, a, c));
+    QVERIFY(agentEcho.feed(agent.encode(Frame{MessageType::Status, QCborMap{{"state", "running"}}})));
+    QVERIFY(!agentEcho.next());
+    QVERIFY(agentEcho.errorString().contains("authentication"));
 }
 
 void TestFrameCodec::rejectsBadMagicVersionAndType()
@@ -139,7 +208,8 @@ void TestFrameCodec::handshakeProofs()
     QVERIFY(!equal(controllerProof(secret, a, c), controllerProof("other", a, c)));
     // Role separation: an agent proof never passes as a controller proof.
     QVERIFY(!equal(controllerProof(secret, a, c), agentProof(secret, a, c)));
-    QVERIFY(!equal(sessionKey(secret, a, c), sessionKey(secret, c, a)));
+    QVERIFY(!equal(agentToControllerKey(secret, a, c), agentToControllerKey(secret, c, a)));
+    QVERIFY(!equal(agentToControllerKey(secret, a, c), controllerToAgentKey(secret, a, c)));
 }
 
 void TestFrameCodec::telemetryRoundTrip()
@@ -195,6 +265,62 @@ void TestFrameCodec::telemetryRoundTrip()
     old.seq = 9;
     QVERIFY(fromCbor(QCborMap{{"rounds", QCborArray{}}}, &old));
     QCOMPARE(old.seq, 0);
+}
+
+void TestFrameCodec::longBacklogSplitsIntoFramesUnderTheLimit()
+{
+    // Two hours of a worker at ~14 rounds/s, capped as an agent caps its
+    // backlog: as one frame it would exceed the controller's limit.
+    constexpr qsizetype kRecords = 100000;
+    constexpr qsizetype kMaxBytes = 1 << 20;
+    TelemetryBatch backlog;
+    for (qint64 i = 0; i < kRecords; ++i)
+        backlog.rounds.append(roundRecord(i, 2));
+    backlog.evals.append(EvalRecord{});
+    backlog.merges.append(MergeEvent{});
+    const qsizetype whole = toCbor(backlog).toCborValue().toCbor().size();
+    QVERIFY2(whole > qsizetype(FrameCodec::kDefaultMaxBody), qPrintable(QString::number(whole)));
+
+    const QList<TelemetryBatch> parts = split(backlog, kMaxBytes);
+    QVERIFY(parts.size() > whole / kMaxBytes);
+    qint64 nextRound = 0;
+    qsizetype evals = 0, merges = 0;
+    for (const TelemetryBatch &part : parts) {
+        QVERIFY(!part.isEmpty());
+        QVERIFY(toCbor(part).toCborValue().toCbor().size() <= kMaxBytes);
+        for (const RoundRecord &r : part.rounds)
+            QCOMPARE(r.round, nextRound++);
+        evals += part.evals.size();
+        merges += part.merges.size();
+    }
+    QCOMPARE(nextRound, kRecords);
+    QCOMPARE(evals, 1);
+    QCOMPARE(merges, 1);
+
+    // A record larger than the budget travels alone, between the others.
+    TelemetryBatch wide;
+    wide.rounds = {roundRecord(0, 1), roundRecord(1, 4096), roundRecord(2, 1)};
+    const QList<TelemetryBatch> wideParts = split(wide, 4096);
+    QCOMPARE(wideParts.size(), 3);
+    QCOMPARE(wideParts[1].rounds.size(), 1);
+    QCOMPARE(wideParts[1].rounds[0].round, 1);
+}
+
+void TestFrameCodec::droppingOldestKeepsEvaluations()
+{
+    TelemetryBatch batch;
+    for (qint64 i = 0; i < 10; ++i)
+        batch.rounds.append(roundRecord(i, 1));
+    batch.evals = {EvalRecord{}, EvalRecord{}};
+    batch.merges = {MergeEvent{}};
+    dropOldest(batch, 4);
+    QCOMPARE(batch.rounds.size(), 6);
+    QCOMPARE(batch.rounds.first().round, 4);
+    QCOMPARE(batch.evals.size(), 2);
+    dropOldest(batch, 7);
+    QVERIFY(batch.rounds.isEmpty());
+    QCOMPARE(batch.evals.size(), 1);
+    QCOMPARE(batch.merges.size(), 1);
 }
 
 QTEST_GUILESS_MAIN(TestFrameCodec)
