@@ -431,38 +431,42 @@ void waitFor(int fd, short events, Clock::time_point deadline, const std::string
     }
 }
 
-void readExactly(int fd, char *to, std::size_t n, Clock::time_point deadline, const std::string &what)
+// Moves n bytes with `step` (a recv or send of up to the count it is
+// given), waiting for `events` between steps.
+template <typename Step>
+void transferAll(int fd, short events, std::size_t n, Clock::time_point deadline, const std::string &what, Step step)
 {
     while (n > 0) {
-        waitFor(fd, POLLIN, deadline, what);
-        const auto got = recv(fd, to, n, MSG_DONTWAIT);
-        if (got == 0)
+        waitFor(fd, events, deadline, what);
+        const auto moved = step(n);
+        if (moved == 0)
             throw std::runtime_error(what + ": the store closed the connection (wrong run secret?)");
-        if (got < 0) {
+        if (moved < 0) {
             if (errno == EAGAIN || errno == EINTR)
                 continue;
             throw systemError(what);
         }
-        to += got;
-        n -= std::size_t(got);
+        n -= std::size_t(moved);
     }
+}
+
+void readExactly(int fd, char *to, std::size_t n, Clock::time_point deadline, const std::string &what)
+{
+    transferAll(fd, POLLIN, n, deadline, what, [&](std::size_t left) {
+        const auto got = recv(fd, to, left, MSG_DONTWAIT);
+        to += std::max<ssize_t>(got, 0);
+        return got;
+    });
 }
 
 void writeAll(int fd, const QByteArray &data, Clock::time_point deadline, const std::string &what)
 {
     const char *from = data.constData();
-    std::size_t n = std::size_t(data.size());
-    while (n > 0) {
-        waitFor(fd, POLLOUT, deadline, what);
-        const auto sent = send(fd, from, n, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (sent < 0) {
-            if (errno == EAGAIN || errno == EINTR)
-                continue;
-            throw systemError(what);
-        }
-        from += sent;
-        n -= std::size_t(sent);
-    }
+    transferAll(fd, POLLOUT, std::size_t(data.size()), deadline, what, [&](std::size_t left) {
+        const auto sent = send(fd, from, left, MSG_NOSIGNAL | MSG_DONTWAIT);
+        from += std::max<ssize_t>(sent, 0);
+        return sent;
+    });
 }
 
 int connectTo(const std::string &host, int port, Clock::time_point deadline)
