@@ -1,12 +1,14 @@
 #include "comm.h"
 
-#include "data_plane_auth.h"
+#include "authenticated_store.h"
 #include "engine_error.h"
 
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <handshake.h>
 
 #include <algorithm>
+#include <cstring>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -15,40 +17,7 @@
 namespace dlion::engine {
 
 namespace {
-// c10d's TCPStore authenticates no one and listens on every interface; this
-// store speaks to an auth::StoreServer that answers only holders of the key.
-class AuthenticatedStore : public c10d::Store {
-public:
-    AuthenticatedStore(const std::string &host, int port, const QByteArray &key, std::chrono::milliseconds timeout)
-        : c10d::Store(timeout), m_client(host, port, key, timeout)
-    {
-    }
-    void setTimeout(const std::chrono::milliseconds &timeout) override
-    {
-        c10d::Store::setTimeout(timeout);
-        m_client.setTimeout(timeout);
-    }
-    void set(const std::string &key, const std::vector<std::uint8_t> &value) override { m_client.set(key, value); }
-    std::vector<std::uint8_t> get(const std::string &key) override
-    {
-        m_client.wait({key}, timeout_);
-        if (auto value = m_client.tryGet(key))
-            return *value;
-        throw std::runtime_error("rendezvous store: key " + key + " was deleted while waited for");
-    }
-    std::int64_t add(const std::string &key, std::int64_t value) override { return m_client.add(key, value); }
-    bool deleteKey(const std::string &key) override { return m_client.remove(key); }
-    bool check(const std::vector<std::string> &keys) override { return m_client.check(keys); }
-    std::int64_t getNumKeys() override { return m_client.size(); }
-    void wait(const std::vector<std::string> &keys) override { m_client.wait(keys, timeout_); }
-    void wait(const std::vector<std::string> &keys, const std::chrono::milliseconds &timeout) override
-    {
-        m_client.wait(keys, timeout);
-    }
-
-private:
-    auth::StoreClient m_client;
-};
+const std::string kNonceKey = "dlion/nonce";
 
 // Destroyed in reverse: the group, then the store client, then the server.
 struct Group {
@@ -145,6 +114,11 @@ void Comm::connect()
     // for an abort and the deadline between calls.
     try {
         const std::string joined = "dlion/joined";
+        if (o.rank == 0)
+        {
+            const QByteArray nonce = protocol::handshake::makeNonce();
+            group->store->set(kNonceKey, std::vector<std::uint8_t>(nonce.begin(), nonce.end()));
+        }
         group->store->add(joined, 1);
         while (group->store->add(joined, 0) < o.world) {
             checkTime("not every worker arrived");
@@ -169,7 +143,43 @@ void Comm::connect()
     }
     m_group = group->pg.get();
     m_keepAlive = group;
+    provePairs(group->store->get(kNonceKey), fail);
     m_connected = true;
+}
+
+// Gloo takes the first connection to a pair's listening socket during the
+// rendezvous. Every worker proves on each pair that it holds this group's
+// link key (over a nonce from the authenticated store), so a stranger who
+// reached a pair breaks the rendezvous instead of joining the group's sums.
+void Comm::provePairs(const std::vector<std::uint8_t> &nonce, const std::function<GroupBrokenError(const std::string &)> &fail)
+{
+    const QByteArrayView fresh(reinterpret_cast<const char *>(nonce.data()), qsizetype(nonce.size()));
+    auto proof = [&](int from, int to) { return auth::mac(auth::linkKey(m_groupKey, from, to), {"dlion gloo pair", fresh}); };
+    std::vector<torch::Tensor> sent, received;
+    std::vector<Request> requests;
+    for (int j = 0; j < m_world; ++j) {
+        if (j == m_rank)
+            continue;
+        sent.push_back(torch::empty({kPairProofWords}, torch::kInt));
+        std::memcpy(sent.back().data_ptr(), proof(m_rank, j).constData(), auth::kMacBytes);
+        received.push_back(torch::zeros({kPairProofWords}, torch::kInt));
+        requests.push_back(isend(sent.back(), j, kTagPairProof));
+        requests.push_back(irecv(received.back(), j, kTagPairProof));
+    }
+    try {
+        for (const Request &r : requests)
+            r.wait();
+    } catch (const GroupBrokenError &e) {
+        throw fail(std::string("a peer did not prove it holds the run secret on its Gloo link (") + e.what() + ")");
+    }
+    for (int j = 0, k = 0; j < m_world; ++j) {
+        if (j == m_rank)
+            continue;
+        const QByteArrayView got(static_cast<const char *>(received[std::size_t(k++)].data_ptr()), auth::kMacBytes);
+        if (!auth::equal(got, proof(j, m_rank)))
+            throw fail("worker rank " + std::to_string(j)
+                       + " did not prove it holds the run secret on its Gloo link: a stranger may have connected in its place");
+    }
 }
 
 Comm::~Comm() = default;

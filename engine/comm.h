@@ -1,5 +1,7 @@
 #pragma once
 
+#include "engine_error.h"
+
 #include <torch/types.h>
 
 #include <QByteArray>
@@ -81,6 +83,10 @@ public:
 
     struct State;
 
+    // The pair proof's tag and size (int32 words) on the wire.
+    static constexpr int kTagPairProof = 1;
+    static constexpr std::int64_t kPairProofWords = 4;
+
     // Non-blocking point-to-point; `tag` must match on both ends. The tensor
     // must stay alive until the request completes.
     class Request {
@@ -100,6 +106,7 @@ private:
     Request request(torch::Tensor &t, Start start);
     void waitCollective(const std::shared_ptr<c10d::Work> &work, const char *what);
     bool aborted() const;
+    void provePairs(const std::vector<std::uint8_t> &nonce, const std::function<GroupBrokenError(const std::string &)> &fail);
     // Waits until `seconds` after `start`; an abort ends the wait.
     void paceUntil(std::chrono::steady_clock::time_point start, double seconds, const char *what);
 

@@ -7,6 +7,7 @@
 #include <knowledge_transfer.h>
 #include <link_emulator.h>
 #include <link_pacer.h>
+#include <authenticated_store.h>
 #include <comm.h>
 #include <data_plane_auth.h>
 #include <mailbox.h>
@@ -20,6 +21,8 @@
 #include <torch/torch.h>
 
 #include <QTcpServer>
+
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
 #include <atomic>
 #include <cmath>
@@ -104,6 +107,7 @@ private Q_SLOTS:
     void noStrategyReadsALinkCap();
     void mailboxDropsForgedReplayedAndReflectedMessages();
     void storeAnswersOnlyHoldersOfTheKey();
+    void strangerOnAGlooPairBreaksTheRendezvous();
 };
 
 void TestDlionMath::sharesFollowRatesAndSumToBatch()
@@ -643,6 +647,54 @@ void TestDlionMath::storeAnswersOnlyHoldersOfTheKey()
     QTcpSocket elsewhere;
     elsewhere.connectToHost(QHostAddress("127.0.0.2"), quint16(server.port()));
     QVERIFY(!elsewhere.waitForConnected(2000));
+}
+
+void TestDlionMath::strangerOnAGlooPairBreaksTheRendezvous()
+{
+    // Rank 1 is a stranger who reached rank 0's Gloo pair (as one who wins
+    // the race for its listening socket would): it takes part in the
+    // rendezvous and the Gloo group but holds no link key, so its pair
+    // proof is made up. Rank 0 refuses the group.
+    const int port = freeLoopbackPort();
+    std::string refused;
+    const std::string error = onTwoThreads([&](int r) {
+        const std::chrono::milliseconds timeout(10000);
+        if (r == 0) {
+            Comm::Options o;
+            o.rendezvousPort = port;
+            o.world = 2;
+            o.timeout = timeout;
+            o.secret = kTestSecret;
+            Comm comm(o);
+            try {
+                comm.connect();
+            } catch (const GroupBrokenError &e) {
+                refused = e.what();
+            }
+            return;
+        }
+        const QByteArray key = auth::groupKey(kTestSecret, "127.0.0.1:" + std::to_string(port));
+        c10::intrusive_ptr<c10d::Store> store;
+        for (int i = 0; i < 100 && !store; ++i) {
+            try {
+                store = c10::make_intrusive<AuthenticatedStore>("127.0.0.1", port, key, timeout);
+            } catch (const std::exception &) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            }
+        }
+        if (!store)
+            throw std::runtime_error("the stranger never reached the store");
+        store->add("dlion/joined", 1);
+        auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
+        opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+        c10d::ProcessGroupGloo pg(store, 1, 2, opts);
+        std::vector<torch::Tensor> proof{torch::full({Comm::kPairProofWords}, 7, torch::kInt)};
+        std::vector<torch::Tensor> theirs{torch::zeros({Comm::kPairProofWords}, torch::kInt)};
+        pg.send(proof, 0, Comm::kTagPairProof)->wait();
+        pg.recv(theirs, 0, Comm::kTagPairProof)->wait();
+    });
+    QVERIFY2(error.empty(), error.c_str());
+    QVERIFY2(refused.find("worker rank 1 did not prove it holds the run secret") != std::string::npos, refused.c_str());
 }
 
 #include "tst_dlion_math.moc"
