@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <condition_variable>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -64,9 +63,8 @@ bool Comm::aborted() const
 }
 
 // Rendezvous steps (each store call is bounded by kRendezvousSlice) run
-// with abort and deadline checks in between,
-// so a superseded generation is left within a slice, whatever order the
-// plan reaches the workers in.
+// with abort and deadline checks in between, so a superseded generation is
+// left within a slice, whatever order the plan reaches the workers in.
 void Comm::connect()
 {
     using Clock = std::chrono::steady_clock;
@@ -114,8 +112,7 @@ void Comm::connect()
     // for an abort and the deadline between calls.
     try {
         const std::string joined = "dlion/joined";
-        if (o.rank == 0)
-        {
+        if (o.rank == 0) {
             const QByteArray nonce = protocol::handshake::makeNonce();
             group->store->set(kNonceKey, std::vector<std::uint8_t>(nonce.begin(), nonce.end()));
         }

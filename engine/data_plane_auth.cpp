@@ -66,7 +66,7 @@ QByteArray linkKey(QByteArrayView groupKey, int from, int to)
 
 namespace {
 using Clock = std::chrono::steady_clock;
-constexpr int kNonceBytes = 32;
+constexpr int kNonceBytes = protocol::handshake::kNonceSize;
 constexpr int kLengthBytes = 4;
 constexpr std::uint32_t kMaxReply = 1u << 20;
 constexpr std::uint32_t kMaxFirstFrame = 4096;
@@ -311,9 +311,8 @@ void StoreServer::run()
 {
     State &s = *m_state;
     auto reject = [&](const std::string &peer, const char *why) {
-        // The first few name the peer; a flood is only counted.
         const int n = ++m_rejected;
-        if (n <= 10 || n % 1000 == 0)
+        if (worthLogging(n))
             qCWarning(lcEngine).noquote() << QStringLiteral("rendezvous store: rejected a connection from %1 (%2; %3 so far)")
                                                  .arg(QString::fromStdString(peer), QLatin1String(why))
                                                  .arg(n);
@@ -348,7 +347,7 @@ void StoreServer::run()
                 close(fd);
                 continue;
             }
-            const QByteArray nonce = protocol::handshake::makeNonce().left(kNonceBytes);
+            const QByteArray nonce = protocol::handshake::makeNonce();
             if (!sendNow(fd, nonce)) {
                 close(fd);
                 continue;

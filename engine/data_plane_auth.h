@@ -36,6 +36,9 @@ QByteArray groupKey(QByteArrayView secret, const std::string &rendezvous);
 QByteArray linkKey(QByteArrayView groupKey, int from, int to);
 // A 64-bit word as 8 big-endian bytes, for MAC input.
 QByteArray word(std::int64_t v);
+// Whether the n-th rejection (from 1) is logged: the first few name their
+// source, a flood is only counted.
+inline bool worthLogging(int n) { return n <= 10 || n % 1000 == 0; }
 
 // The rendezvous store: a key-value table the ranks of one group use to
 // find each other (c10d::Store semantics). Its wire: the server sends a

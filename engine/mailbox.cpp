@@ -493,8 +493,7 @@ void Mailbox::reject(int peer, const char *why)
         std::lock_guard lock(m_mutex);
         n = ++m_rejected;
     }
-    // The first few name the link; a flood is only counted.
-    if (n <= 10 || n % 1000 == 0)
+    if (auth::worthLogging(n))
         qCWarning(lcEngine).noquote() << QStringLiteral("worker rank %1 dropped a message from rank %2 that %3 (%4 so far); someone "
                                                         "without the run secret may be on the data plane")
                                              .arg(m_rank)
