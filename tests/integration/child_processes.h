@@ -1,10 +1,13 @@
 #pragma once
 
-// The processes a test's child started, seen through /proc.
+// The processes a test's child started, seen through /proc, and the runs
+// that start them.
 #include <QDir>
 #include <QFile>
 #include <QList>
+#include <QProcess>
 #include <QSet>
+#include <QtTest>
 
 namespace dlion::test {
 
@@ -49,6 +52,17 @@ inline QList<quint16> listeningPorts(qint64 pid)
         }
     }
     return ports;
+}
+
+// Starts `dlion ARGS` and waits up to `timeoutMs` until its agents train (a
+// progress line shows their rates); *seen gets its output so far and
+// *agents the agents' pids.
+inline void startTrainingRun(QProcess &p, const QStringList &args, int timeoutMs, QByteArray *seen, QList<qint64> *agents)
+{
+    p.start(qEnvironmentVariable("DLION_CLI"), args);
+    QVERIFY(p.waitForStarted());
+    QTRY_VERIFY_WITH_TIMEOUT((*seen += p.readAllStandardOutput()).contains("samples/s"), timeoutMs);
+    *agents = childPids(p.processId());
 }
 
 inline bool alive(qint64 pid)

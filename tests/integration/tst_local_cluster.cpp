@@ -212,13 +212,12 @@ void TestLocalCluster::agentsNeverOutliveTheCli()
     QFETCH(int, signal);
     QTemporaryDir out;
     QProcess p;
-    p.start(qEnvironmentVariable("DLION_CLI"), {"run", "--workers", "3", "--dataset", "synthetic", "--model", "mlp",
-                                                "--seconds", "300", "--out", out.path()});
-    QVERIFY(p.waitForStarted());
-    // Wait until the agents train (the progress table shows their rates).
     QByteArray seen;
-    QTRY_VERIFY_WITH_TIMEOUT((seen += p.readAllStandardOutput()).contains("samples/s"), 60000);
-    const QList<qint64> agents = test::childPids(p.processId());
+    QList<qint64> agents;
+    test::startTrainingRun(p, {"run", "--workers", "3", "--dataset", "synthetic", "--model", "mlp", "--seconds", "300", "--out", out.path()},
+                           60000, &seen, &agents);
+    if (QTest::currentTestFailed())
+        return;
     QCOMPARE(agents.size(), 3);
     ::kill(pid_t(p.processId()), signal);
     QVERIFY(p.waitForFinished(60000));
@@ -237,14 +236,15 @@ void TestLocalCluster::attachTakesOverAfterTheCliDies()
     const QString store = out.filePath("runs.sqlite"), runDir = out.filePath("run");
     const QString attachFile = QDir(runDir).filePath("attach.json");
     QProcess p;
-    p.start(qEnvironmentVariable("DLION_CLI"), {"run", "--workers", "3", "--strategy", "dlion", "--model", "mlp", "--seconds", "20",
-                                                "--grace", "60", "--out", runDir, "--store", store});
-    QVERIFY(p.waitForStarted());
     QByteArray seen;
-    QTRY_VERIFY_WITH_TIMEOUT((seen += p.readAllStandardOutput()).contains("samples/s"), 60000);
+    QList<qint64> agents;
+    test::startTrainingRun(p, {"run", "--workers", "3", "--strategy", "dlion", "--model", "mlp", "--seconds", "20", "--grace", "60", "--out",
+                               runDir, "--store", store},
+                           60000, &seen, &agents);
+    if (QTest::currentTestFailed())
+        return;
     QVERIFY(QFile::exists(attachFile));
     QCOMPARE(QFile::permissions(attachFile) & (QFile::ReadOther | QFile::ReadGroup), QFile::Permissions());
-    const QList<qint64> agents = test::childPids(p.processId());
     QCOMPARE(agents.size(), 3);
     ::kill(pid_t(p.processId()), SIGKILL);  // the control center crashes
     QVERIFY(p.waitForFinished(10000));
@@ -343,16 +343,16 @@ void TestLocalCluster::strangerOnTheDataPlaneCannotJoinOrInject()
     // stranger without the run secret connects to every port the agents
     // listen on, the rendezvous store's included, and sends frames it made
     // up. The run goes on to its budget and the store logs the attempt.
-    const QString cli = qEnvironmentVariable("DLION_CLI");
-    QVERIFY(!cli.isEmpty());
+    QVERIFY(!qEnvironmentVariable("DLION_CLI").isEmpty());
     QTemporaryDir out;
     QProcess p;
-    p.start(cli, {"run", "--workers", "2", "--dataset", "synthetic", "--model", "mlp", "--strategy", "gaia", "--seconds", "15",
-                  "--eval-interval", "1", "--out", out.path()});
-    QVERIFY(p.waitForStarted());
     QByteArray progress;
-    QTRY_VERIFY_WITH_TIMEOUT((progress += p.readAllStandardOutput()).contains("accuracy"), 90000);
-    const QList<qint64> agents = test::childPids(p.processId());
+    QList<qint64> agents;
+    test::startTrainingRun(p, {"run", "--workers", "2", "--dataset", "synthetic", "--model", "mlp", "--strategy", "gaia", "--seconds", "15",
+                               "--eval-interval", "1", "--out", out.path()},
+                           90000, &progress, &agents);
+    if (QTest::currentTestFailed())
+        return;
     QCOMPARE(agents.size(), 2);
     QList<quint16> ports;
     for (qint64 pid : agents)

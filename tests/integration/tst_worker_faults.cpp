@@ -224,12 +224,13 @@ void TestWorkerFaults::cliRestartsLostWorker()
 {
     QTemporaryDir out;
     QProcess p;
-    p.start(qEnvironmentVariable("DLION_CLI"), {"run", "--workers", "3", "--strategy", "dlion", "--model", "mlp", "--seconds", "25",
-                                                "--restart-lost", "1", "--option", "timeout_s=10", "--out", out.path()});
-    QVERIFY(p.waitForStarted());
     QByteArray stdoutSeen, stderrSeen;
-    QTRY_VERIFY_WITH_TIMEOUT((stdoutSeen += p.readAllStandardOutput()).contains("samples/s"), 60000);
-    const QList<qint64> agents = test::childPids(p.processId());
+    QList<qint64> agents;
+    test::startTrainingRun(p, {"run", "--workers", "3", "--strategy", "dlion", "--model", "mlp", "--seconds", "25", "--restart-lost", "1",
+                               "--option", "timeout_s=10", "--out", out.path()},
+                           60000, &stdoutSeen, &agents);
+    if (QTest::currentTestFailed())
+        return;
     QCOMPARE(agents.size(), 3);
     ::kill(pid_t(agents[1]), SIGKILL);
     // Lost, the others regroup, the agent is restarted and rejoins.
