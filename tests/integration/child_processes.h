@@ -65,6 +65,17 @@ inline void startTrainingRun(QProcess &p, const QStringList &args, int timeoutMs
     *agents = childPids(p.processId());
 }
 
+// Waits until the started dlion-agent `agent` has printed its first line,
+// "... listening on HOST:PORT", and sets *port from it.
+inline void readAgentPort(QProcess &agent, quint16 *port)
+{
+    QVERIFY(agent.waitForStarted(10000));
+    QTRY_VERIFY_WITH_TIMEOUT(agent.canReadLine(), 30000);
+    const QByteArray line = agent.readLine().trimmed();
+    *port = quint16(line.mid(line.lastIndexOf(':') + 1).toUInt());
+    QVERIFY2(*port != 0, line.constData());
+}
+
 inline bool alive(qint64 pid)
 {
     // A zombie has exited; only its parent's wait() is missing.

@@ -2,6 +2,8 @@
 // security review: a flood of unauthenticated connections, running out of
 // descriptors, frames reflected by a man in the middle, a guessable secret,
 // and a long detach whose telemetry must still reach the controller.
+#include "child_processes.h"
+
 #include <agent_connection.h>
 #include <frame_codec.h>
 #include <handshake.h>
@@ -171,11 +173,7 @@ void TestAgentSecurity::startAgent(int descriptorLimit, const QStringList &extra
                                           qEnvironmentVariable("DLION_AGENT")} + args);
     else
         m_agent.start(qEnvironmentVariable("DLION_AGENT"), args);
-    QVERIFY(m_agent.waitForStarted(10000));
-    QTRY_VERIFY_WITH_TIMEOUT(m_agent.canReadLine(), 30000);
-    const QByteArray line = m_agent.readLine().trimmed();
-    m_port = quint16(line.mid(line.lastIndexOf(':') + 1).toUInt());
-    QVERIFY2(m_port != 0, line.constData());
+    test::readAgentPort(m_agent, &m_port);
 }
 
 QByteArray TestAgentSecurity::agentLog() const

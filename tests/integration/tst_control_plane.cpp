@@ -2,6 +2,8 @@
 // secrets, replayed handshakes and frames, oversized and malformed frames,
 // and a bounded fuzz loop. The agent must drop bad peers, log why, and keep
 // serving the right controller.
+#include "child_processes.h"
+
 #include <agent_connection.h>
 #include <frame_codec.h>
 #include <handshake.h>
@@ -193,11 +195,7 @@ void TestControlPlane::init()
     m_agent.setProcessEnvironment(env);
     m_agent.setStandardErrorFile(m_dir.filePath("agent.log"));  // a file: thousands of warnings never block it
     m_agent.start(qEnvironmentVariable("DLION_AGENT"), {"--listen", "127.0.0.1:0", "--grace", "0", "--exit-with-parent"});
-    QVERIFY(m_agent.waitForStarted(10000));
-    QTRY_VERIFY_WITH_TIMEOUT(m_agent.canReadLine(), 30000);
-    const QByteArray line = m_agent.readLine().trimmed();
-    m_port = quint16(line.mid(line.lastIndexOf(':') + 1).toUInt());
-    QVERIFY2(m_port != 0, line.constData());
+    test::readAgentPort(m_agent, &m_port);
 }
 
 void TestControlPlane::cleanup()
