@@ -3,12 +3,13 @@
 #include "checkpoint.h"
 #include "comm.h"
 #include "compute_pacer.h"
+#include "control_exchange.h"
 #include "engine_error.h"
 #include "link_emulator.h"
 #include "mailbox.h"
-#include "rate_meter.h"
 #include "strategy.h"
 #include "trainer.h"
+#include "worker_progress.h"
 
 #include <QLoggingCategory>
 
@@ -16,10 +17,7 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstring>
-#include <deque>
-#include <limits>
 #include <numeric>
 #include <thread>
 
@@ -28,10 +26,6 @@ Q_LOGGING_CATEGORY(lcEngine, "dlion.engine")
 namespace dlion::engine {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double secondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // How long a worker whose group broke waits for the controller's next plan.
 // The controller notices a dead agent at once (its connection drops) or
@@ -49,92 +43,7 @@ void toWorkerIds(std::vector<double> &v, const QList<int> &members, int world)
     v = std::move(out);
 }
 
-// This worker's evaluation; the caller fills in the group's figures.
-protocol::EvalRecord evalRecord(int worker, qint64 round, double t, const EvalResult &local)
-{
-    protocol::EvalRecord e;
-    e.worker = worker;
-    e.round = round;
-    e.t = t;
-    e.accuracy = local.accuracy();
-    e.loss = local.loss();
-    return e;
-}
-
-// The per-round agreement: each worker writes its slot, a sum all-reduce
-// gives everyone every slot. Flags are agreed when any worker raises them.
-class ControlExchange {
-public:
-    enum Slot { Rate, Samples, Stop, Pause, Merge, Eval, Regroup, SlotCount };
-
-    explicit ControlExchange(Comm &comm)
-        : m_comm(comm), m_stride(SlotCount + comm.world()), m_buf(torch::zeros({comm.world() * m_stride}, torch::kDouble))
-    {}
-
-    // `incoming`: this worker's estimates of its incoming links (bytes/s).
-    void exchange(const double (&mine)[SlotCount], const std::vector<double> &incoming)
-    {
-        m_buf.zero_();
-        auto *p = m_buf.data_ptr<double>() + m_comm.rank() * m_stride;
-        std::copy(std::begin(mine), std::end(mine), p);
-        std::copy(incoming.begin(), incoming.end(), p + SlotCount);
-        m_comm.allreduceSum(m_buf);
-    }
-    double at(int worker, Slot s) const { return m_buf.data_ptr<double>()[worker * m_stride + s]; }
-    // n x n matrix of link i -> j bandwidth, as measured by receiver j.
-    std::vector<double> bandwidth() const
-    {
-        const int n = m_comm.world();
-        std::vector<double> out(std::size_t(n * n), 0.0);
-        for (int j = 0; j < n; ++j) {
-            for (int i = 0; i < n; ++i)
-                out[std::size_t(i * n + j)] = m_buf.data_ptr<double>()[j * m_stride + SlotCount + i];
-        }
-        return out;
-    }
-    bool any(Slot s) const
-    {
-        for (int w = 0; w < m_comm.world(); ++w) {
-            if (at(w, s) > 0)
-                return true;
-        }
-        return false;
-    }
-    double sum(Slot s) const
-    {
-        double total = 0;
-        for (int w = 0; w < m_comm.world(); ++w)
-            total += at(w, s);
-        return total;
-    }
-
-private:
-    Comm &m_comm;
-    int m_stride;
-    torch::Tensor m_buf;
-};
-
 } // namespace
-
-// What carries over from one group generation to the next.
-struct Worker::Progress {
-    WorkerResult result;
-    RateMeter meter;
-    Clock::time_point start = Clock::now();
-    double offsetS = 0;  // training time adopted from a group's source
-    double pausedS = 0;
-    double lastEvalT = 0;
-    double lastScheduleT = -1;
-    double lastCheckpointT = 0;
-    bool checkpointFailing = false;  // warn once per run of failures
-    double elapsed() const { return offsetS + secondsSince(start) - pausedS; }
-    void adopt(double elapsedS)
-    {
-        start = Clock::now();
-        pausedS = 0;
-        offsetS = elapsedS;
-    }
-};
 
 Worker::Worker(protocol::JobSpec spec, std::string localHost, QByteArray secret, WorkerHooks hooks)
     : m_spec(std::move(spec)), m_localHost(std::move(localHost)), m_secret(std::move(secret)), m_hooks(std::move(hooks))
@@ -582,248 +491,6 @@ Worker::GroupEnd Worker::finish(Comm &comm, Trainer &trainer, Progress &progress
             m_hooks.eval(progress.result.finalEval);
     }
     return GroupEnd::Finished;
-}
-
-namespace {
-
-// A message-passing group's control row, sent to every peer at least every
-// kControlPeriodS: what all-reduce's ControlExchange agrees on each round.
-// AStop ends the group's training for all (a stop request, the target,
-// the epoch budget); ADone says this worker has spent its own time or
-// rounds budget and waits for the others to spend theirs: every worker
-// gets the same training time, whatever its peers' evaluations cost.
-enum AsyncSlot { ARate, ASamples, AStop, ADone, ARegroup, ASlotCount };
-constexpr double kControlPeriodS = 0.25;
-
-// Rank 0's view of the replicas' evaluations: each worker scores its
-// replica when its own clock passes a multiple of the interval and sends
-// (index, accuracy, loss); an index is reported once every replica has
-// reached it.
-class EvalCollector {
-public:
-    explicit EvalCollector(int world) : m_byRank(std::size_t(world)) {}
-
-    void add(int rank, std::int64_t index, double accuracy, double loss, double t)
-    {
-        auto &q = m_byRank[std::size_t(rank)];
-        q.push_back({index, accuracy, loss, t});
-        if (q.size() > 64)
-            q.pop_front();
-    }
-    // Mean, min and max over the replicas' first evaluations at or after
-    // the newest index that all have reached, once per index; its time is
-    // the latest of theirs, so time to accuracy is never early.
-    bool next(protocol::EvalRecord &e)
-    {
-        std::int64_t reached = std::numeric_limits<std::int64_t>::max();
-        for (const auto &q : m_byRank)
-            reached = std::min(reached, q.empty() ? -1 : q.back().index);
-        if (reached <= m_reported)
-            return false;
-        m_reported = reached;
-        double sumAcc = 0, sumLoss = 0;
-        e.minAccuracy = 1;
-        e.maxAccuracy = 0;
-        e.t = 0;
-        for (const auto &q : m_byRank) {
-            const auto it = std::find_if(q.begin(), q.end(), [&](const Entry &x) { return x.index >= reached; });
-            sumAcc += it->accuracy;
-            sumLoss += it->loss;
-            e.minAccuracy = std::min(e.minAccuracy, it->accuracy);
-            e.maxAccuracy = std::max(e.maxAccuracy, it->accuracy);
-            e.t = std::max(e.t, it->t);
-        }
-        e.globalAccuracy = sumAcc / double(m_byRank.size());
-        e.globalLoss = sumLoss / double(m_byRank.size());
-        return true;
-    }
-
-private:
-    struct Entry {
-        std::int64_t index;
-        double accuracy, loss, t;
-    };
-    std::vector<std::deque<Entry>> m_byRank;
-    std::int64_t m_reported = -1;
-};
-
-} // namespace
-
-Worker::GroupEnd Worker::trainByMessages(Comm &comm, Trainer &trainer, LinkEmulator &emulator, Progress &progress)
-{
-    const int rank = comm.rank();
-    const int world = comm.world();
-    const QList<int> members = m_plan.members;
-    Mailbox mailbox(comm, emulator);
-    auto strategy = makeStrategy(m_spec, trainer, comm, emulator, &mailbox);
-    ComputePacer pacer(m_spec.threads);
-    WorkerResult &result = progress.result;
-    const double interval = m_spec.evalIntervalS;
-
-    std::vector<std::vector<double>> rows(std::size_t(world), std::vector<double>(ASlotCount + world, 0.0));
-    bool targetReached = false, budgetSpent = false;
-    auto lastControl = Clock::now();
-    auto myRow = [&] {
-        std::vector<double> row(ASlotCount, 0.0);
-        row[ARate] = progress.meter.rate();
-        row[ASamples] = double(result.samples);
-        double groupSamples = 0;
-        for (int r = 0; r < world; ++r)
-            groupSamples += r == rank ? row[ASamples] : rows[std::size_t(r)][ASamples];
-        row[AStop] = m_stop || targetReached || epochsSpent(groupSamples, trainer) ? 1 : 0;
-        // Once said, never unsaid: peers may already be leaving on it, and
-        // the clock steps back when a wait on an evaluating peer is taken off it.
-        budgetSpent = budgetSpent || ownBudgetSpent(progress);
-        row[ADone] = budgetSpent ? 1 : 0;
-        row[ARegroup] = m_regroupPending ? 1 : 0;
-        const std::vector<double> incoming = strategy->incomingBandwidth();
-        row.insert(row.end(), incoming.begin(), incoming.end());
-        row.resize(std::size_t(ASlotCount + world), 0.0);
-        return row;
-    };
-    auto sendControl = [&] {
-        rows[std::size_t(rank)] = myRow();
-        const torch::Tensor words = Mailbox::packDoubles(rows[std::size_t(rank)]);
-        mailbox.sendToPeers(Mailbox::Kind::Control, result.rounds, words, progress.elapsed());
-        lastControl = Clock::now();
-    };
-    EvalCollector evals(world);
-    double ownAccuracy = 0, ownLoss = 0;  // rank 0's replica at its last evaluation
-    auto absorb = [&] {
-        for (const auto &m : mailbox.take(Mailbox::Kind::Control)) {
-            auto row = Mailbox::unpackDoubles(m.payload);
-            row.resize(std::size_t(ASlotCount + world), 0.0);
-            rows[std::size_t(m.from)] = std::move(row);
-        }
-        for (const auto &m : mailbox.take(Mailbox::Kind::Eval)) {
-            const auto v = Mailbox::unpackDoubles(m.payload);
-            if (v.size() == 3)
-                evals.add(m.from, m.round, v[0], v[1], v[2]);
-        }
-    };
-    auto anyPeer = [&](AsyncSlot slot) {
-        return std::any_of(rows.begin(), rows.end(), [&](const std::vector<double> &r) { return r[slot] > 0; });
-    };
-    auto allDone = [&] {
-        return std::all_of(rows.begin(), rows.end(), [&](const std::vector<double> &r) { return r[ADone] > 0; });
-    };
-    auto leaving = [&] {
-        rows[std::size_t(rank)] = myRow();
-        return anyPeer(AStop) || anyPeer(ARegroup) || allDone() || mailbox.anyPeerClosed();
-    };
-    // While a strategy waits for peers: keep the control rows flowing (they
-    // are also the receivers' sign of life) and give up when leaving.
-    auto keepWaiting = [&] {
-        absorb();
-        if (secondsSince(lastControl) >= kControlPeriodS)
-            sendControl();
-        return !leaving();
-    };
-    // An evaluation is due when this worker's clock passes the next multiple
-    // of the interval, or when a peer has started one this worker has not
-    // made: evaluating with it overlaps the two, where one after the other
-    // would stop every clock twice.
-    auto evaluationDue = [&] {
-        const auto last = std::int64_t(std::floor(progress.lastEvalT / interval + 1e-9));
-        return progress.elapsed() - progress.lastEvalT >= interval || mailbox.evaluationAnnounced() > last;
-    };
-    auto evaluateReplica = [&] {
-        const auto started = Clock::now();
-        const double t = progress.elapsed();
-        const std::int64_t index = std::max(std::int64_t(t / interval), mailbox.evaluationAnnounced());
-        mailbox.evaluating(true, index, t);
-        const EvalResult local = trainer.evaluate();
-        mailbox.evaluating(false, index, t);
-        progress.lastEvalT = double(index) * interval;
-        protocol::EvalRecord e = evalRecord(m_spec.rank, result.rounds, t, local);
-        e.samples = int(local.count);
-        if (rank == 0) {
-            evals.add(0, index, local.accuracy(), local.loss(), t);
-            ownAccuracy = local.accuracy();
-            ownLoss = local.loss();
-        } else {
-            mailbox.send(0, Mailbox::Kind::Eval, index, Mailbox::packDoubles({local.accuracy(), local.loss(), t}),
-                         progress.elapsed());
-            e.globalAccuracy = e.minAccuracy = e.maxAccuracy = e.accuracy;
-            e.globalLoss = e.loss;
-            if (m_hooks.eval)
-                m_hooks.eval(e);
-        }
-        progress.pausedS += secondsSince(started);
-    };
-    // Rank 0 reports the group's figures for each evaluation index.
-    auto reportEvals = [&] {
-        protocol::EvalRecord e = evalRecord(m_spec.rank, result.rounds, 0, EvalResult{});
-        if (rank != 0 || !evals.next(e))
-            return;
-        e.accuracy = ownAccuracy;
-        e.loss = ownLoss;
-        e.primary = true;
-        targetReached = m_spec.budget.targetAccuracy > 0 && e.globalAccuracy >= m_spec.budget.targetAccuracy;
-        if (m_hooks.eval)
-            m_hooks.eval(e);
-    };
-
-    setState("running");
-    sendControl();
-    // Bounded by the budget, which the job spec guarantees is set: every
-    // worker leaves when its own budget is spent or a peer's row says stop.
-    while (!leaving()) {
-        mailbox.check();
-        const bool done = rows[std::size_t(rank)][ADone] > 0;
-        if (m_pause || done) {
-            setState(done ? "waiting" : "paused");
-            const auto pauseStart = Clock::now();
-            while ((m_pause || done) && !leaving()) {
-                std::this_thread::sleep_for(std::chrono::milliseconds(100));
-                keepWaiting();
-                mailbox.check();
-            }
-            // A worker whose budget is spent stops its clock too.
-            progress.pausedS += secondsSince(pauseStart);
-            if (!done)
-                setState("running");
-            continue;
-        }
-        if (evaluationDue())
-            evaluateReplica();
-
-        RoundContext ctx;
-        ctx.keepWaiting = keepWaiting;
-        ctx.mergeRequested = m_merge.exchange(false);
-        ctx.emitMerge = mergeHook(members);
-        for (int w = 0; w < world; ++w)
-            ctx.rates.push_back(rows[std::size_t(w)][ARate]);
-        ctx.rates[std::size_t(rank)] = progress.meter.rate();
-        ctx.bandwidth.assign(std::size_t(world * world), 0.0);
-        for (int j = 0; j < world; ++j) {
-            for (int i = 0; i < world; ++i)
-                ctx.bandwidth[std::size_t(i * world + j)] = rows[std::size_t(j)][std::size_t(ASlotCount + i)];
-        }
-        const auto mine = ctx.bandwidth.begin() + rank * world;
-        const std::vector<double> outgoing = mailbox.outgoingEstimate(std::vector<double>(mine, mine + world));
-        std::copy(outgoing.begin(), outgoing.end(), mine);
-        runRound(*strategy, trainer, emulator, progress, pacer, ctx, members, &mailbox);
-        absorb();
-        reportEvals();
-        if (secondsSince(lastControl) >= kControlPeriodS)
-            sendControl();
-    }
-
-    // The last row says why this worker leaves; after the Bye handshake
-    // every worker holds every peer's last row, so all take the same
-    // decision: finish if any says stop, else re-form the group.
-    sendControl();
-    mailbox.close();
-    absorb();
-    reportEvals();
-    rows[std::size_t(rank)] = myRow();
-    const bool finished = anyPeer(AStop) || allDone();
-    if (!finished && anyPeer(ARegroup))
-        return GroupEnd::Regroup;
-    if (!finished)
-        throw GroupBrokenError("a peer left the group without saying why");
-    return finish(comm, trainer, progress);
 }
 
 } // namespace dlion::engine

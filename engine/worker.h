@@ -89,6 +89,7 @@ public:
 
 private:
     struct Progress;
+    class MessageLoop;  // trainByMessages's loop (message_loop.cpp)
     enum class GroupEnd { Finished, Regroup };
 
     // A Comm for the plan, registered where requestRegroup can abort it.

@@ -9,8 +9,10 @@
 #include <link_pacer.h>
 #include <authenticated_store.h>
 #include <comm.h>
+#include <control_exchange.h>
 #include <data_plane_auth.h>
 #include <mailbox.h>
+#include <peer_control.h>
 #include <residual_top_k.h>
 #include <sparse_codec.h>
 #include <worker.h>
@@ -108,6 +110,9 @@ private Q_SLOTS:
     void mailboxDropsForgedReplayedAndReflectedMessages();
     void storeAnswersOnlyHoldersOfTheKey();
     void strangerOnAGlooPairBreaksTheRendezvous();
+    void controlExchangeGivesEveryWorkerEveryRow();
+    void controlRowsAgreeOnFlagsAndLinks();
+    void evalCollectorReportsAnIndexOnceEveryReplicaReachedIt();
 };
 
 void TestDlionMath::sharesFollowRatesAndSumToBatch()
@@ -695,6 +700,84 @@ void TestDlionMath::strangerOnAGlooPairBreaksTheRendezvous()
     });
     QVERIFY2(error.empty(), error.c_str());
     QVERIFY2(refused.find("worker rank 1 did not prove it holds the run secret") != std::string::npos, refused.c_str());
+}
+
+void TestDlionMath::controlExchangeGivesEveryWorkerEveryRow()
+{
+    // Rank r measured its incoming link from the other at (r + 1) MB/s.
+    std::vector<double> seen[2];
+    bool stop[2] = {false, false}, pause[2] = {true, true};
+    double samples[2] = {0, 0};
+    const std::string error = onTwoRanks({}, [&](int r, Comm &comm, LinkEmulator &) {
+        ControlExchange control(comm);
+        double mine[ControlExchange::SlotCount] = {};
+        mine[ControlExchange::Rate] = 100.0 * (r + 1);
+        mine[ControlExchange::Samples] = 10.0 * (r + 1);
+        mine[ControlExchange::Stop] = r == 1 ? 1 : 0;
+        std::vector<double> incoming(2, 0.0);
+        incoming[std::size_t(1 - r)] = 1e6 * (r + 1);
+        control.exchange(mine, incoming);
+        seen[r] = {control.at(0, ControlExchange::Rate), control.at(1, ControlExchange::Rate)};
+        stop[r] = control.any(ControlExchange::Stop);
+        pause[r] = control.any(ControlExchange::Pause);
+        samples[r] = control.sum(ControlExchange::Samples);
+        const auto bw = control.bandwidth();
+        seen[r].insert(seen[r].end(), bw.begin(), bw.end());
+    });
+    QVERIFY2(error.empty(), error.c_str());
+    // Rates, then the matrix of link i -> j (row i) as receiver j measured it.
+    const std::vector<double> expected{100, 200, 0, 2e6, 1e6, 0};
+    for (int r = 0; r < 2; ++r) {
+        QCOMPARE(seen[r], expected);
+        QVERIFY(stop[r]);
+        QVERIFY(!pause[r]);
+        QCOMPARE(samples[r], 30.0);
+    }
+}
+
+void TestDlionMath::controlRowsAgreeOnFlagsAndLinks()
+{
+    ControlRows rows(3, 0);
+    // Rows of any length are taken to SlotCount + world numbers.
+    rows.set(1, {50, 1000, 0, 1, 0, 7e6, 0});
+    rows.set(2, {25, 500, 0, 1, 0, 3e6, 4e6, 0, 99});
+    QCOMPARE(rows.row(2).size(), std::size_t(ControlRows::SlotCount + 3));
+    QVERIFY(!rows.any(ControlRows::Stop));
+    QVERIFY(!rows.all(ControlRows::Done));  // this worker's own row says nothing yet
+    rows.set(0, {80, 9999, 0, 1, 0, 0, 5e6, 6e6});
+    QVERIFY(rows.all(ControlRows::Done));
+    // The group's samples count this worker's newest figure, not its last row.
+    QCOMPARE(rows.sumWithOwn(ControlRows::Samples, 200), 1700.0);
+    // Row j holds what j measured of link i -> j; bandwidth() is indexed i * n + j.
+    const auto bw = rows.bandwidth();
+    QCOMPARE(bw[1 * 3 + 0], 5e6);
+    QCOMPARE(bw[0 * 3 + 1], 7e6);
+    QCOMPARE(bw[1 * 3 + 2], 4e6);
+    QCOMPARE(bw[2 * 3 + 1], 0.0);
+    rows.set(2, {25, 500, 0, 1, 1});
+    QVERIFY(rows.any(ControlRows::Regroup));
+}
+
+void TestDlionMath::evalCollectorReportsAnIndexOnceEveryReplicaReachedIt()
+{
+    EvalCollector evals(3);
+    dlion::protocol::EvalRecord e;
+    evals.add(0, 1, 0.80, 0.5, 2.0);
+    evals.add(1, 1, 0.70, 0.7, 2.1);
+    QVERIFY(!evals.next(e));  // replica 2 has not scored index 1
+    evals.add(2, 2, 0.60, 0.9, 4.3);  // replica 2 skipped index 1
+    QVERIFY(evals.next(e));
+    QCOMPARE(e.minAccuracy, 0.60);
+    QCOMPARE(e.maxAccuracy, 0.80);
+    QVERIFY(std::abs(e.globalAccuracy - 0.70) < 1e-12);
+    QVERIFY(std::abs(e.globalLoss - 0.70) < 1e-12);
+    QCOMPARE(e.t, 4.3);  // the latest: time to accuracy is never early
+    QVERIFY(!evals.next(e));  // once per index
+    evals.add(0, 2, 0.85, 0.4, 4.0);
+    evals.add(1, 3, 0.75, 0.6, 6.0);
+    QVERIFY(evals.next(e));  // index 2: replica 1 counts with its first at or after it
+    QCOMPARE(e.maxAccuracy, 0.85);
+    QCOMPARE(e.t, 6.0);
 }
 
 #include "tst_dlion_math.moc"
