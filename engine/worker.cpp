@@ -322,6 +322,8 @@ WorkerResult Worker::run()
     Trainer trainer(m_spec);
     qCInfo(lcEngine) << "worker" << m_spec.rank << "holds" << trainer.localTrainSize() << "training samples,"
                      << trainer.parameterCount() << "parameters";
+    if (m_hooks.data)
+        m_hooks.data(trainer.dataSummary());
 
     Progress progress;
     // Every worker restores its own file, then the first group adopts the

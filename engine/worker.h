@@ -32,6 +32,8 @@ struct WorkerHooks {
     std::function<void(const protocol::RoundRecord &)> round;
     std::function<void(const protocol::EvalRecord &)> eval;
     std::function<void(const protocol::MergeEvent &)> merge;
+    // Once, when the worker has loaded its data.
+    std::function<void(const protocol::DataSummary &)> data;
     // loading, rendezvous, running, paused, waiting (its budget spent, for
     // its peers to spend theirs), regrouping
     std::function<void(const QString &state)> state;
