@@ -1,6 +1,7 @@
 // Real dlion-agent processes on loopback training real Fashion-MNIST.
 #include "child_processes.h"
 #include "cluster_fixture.h"
+#include "own_data_fixture.h"
 
 #include <run_recorder.h>
 #include <run_store.h>
@@ -32,6 +33,7 @@ private Q_SLOTS:
     void attachTakesOverAfterTheCliDies();
     void telemetryTheControllerDidNotStoreIsReplayed();
     void strangerOnTheDataPlaneCannotJoinOrInject();
+    void workersTrainOnTheirOwnFolders();
 };
 
 namespace {
@@ -334,6 +336,24 @@ void TestLocalCluster::telemetryTheControllerDidNotStoreIsReplayed()
         return;
     for (int w = 0; w < 2; ++w)
         QVERIFY(stored.rounds(w).size() > received[w]);
+}
+
+void TestLocalCluster::workersTrainOnTheirOwnFolders()
+{
+    // Non-iid by construction: worker 0 holds classes 0 and 1, worker 1
+    // class 2 only; neither sees the other's data.
+    QTemporaryDir tmp;
+    const QList<test::OwnCsvData> data = {{{30, 20, 0}}, {{0, 0, 40}}};
+    const QStringList dirs = {tmp.filePath("a"), tmp.filePath("b")};
+    for (int w = 0; w < 2; ++w)
+        data[w].write(dirs[w]);
+    QString output;
+    QVERIFY2(test::runCli({"run", "--config", test::writeClassNamesJob(tmp.path(), 3), "--workers", "2", "--data-dirs",
+                           dirs.join(','), "--max-rounds", "20", "--batch-size", "8", "--out", tmp.filePath("run"),
+                           "--store", tmp.filePath("runs.sqlite"), "--quiet"},
+                          120000, &output),
+             qPrintable(output));
+    test::expectOwnData(tmp.filePath("run"), tmp.filePath("runs.sqlite"), data, dirs);
 }
 
 QTEST_GUILESS_MAIN(TestLocalCluster)
