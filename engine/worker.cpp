@@ -287,6 +287,16 @@ void Worker::joinGroup(Comm &comm, const protocol::GroupPlan &plan, Trainer &tra
     // Every member starts from the source's replica and progress: identical
     // replicas at the start, the best one's after a regroup.
     const int source = plan.rankOf(plan.source);
+    // Each worker builds its model from its own data's shape and classes:
+    // with per-worker data they may differ, which no broadcast survives.
+    auto size = torch::tensor({double(trainer.parameterCount())}, torch::kDouble);
+    comm.broadcast(size, source);
+    if (std::int64_t(size.item<double>()) != trainer.parameterCount())
+        throw EngineError("worker " + std::to_string(m_spec.rank) + "'s model has " + std::to_string(trainer.parameterCount())
+                          + " parameters but worker " + std::to_string(plan.source) + "'s has "
+                          + std::to_string(std::int64_t(size.item<double>()))
+                          + ": every worker's data must have samples of one shape and the same classes "
+                            "(set class_names in the job)");
     comm.broadcast(trainer.flatParams(), source);
     comm.broadcast(trainer.flatMomentum(), source);
     auto shared = torch::tensor({double(progress.result.rounds), progress.elapsed(), progress.lastEvalT}, torch::kDouble);

@@ -34,6 +34,7 @@ private Q_SLOTS:
     void telemetryTheControllerDidNotStoreIsReplayed();
     void strangerOnTheDataPlaneCannotJoinOrInject();
     void workersTrainOnTheirOwnFolders();
+    void ownDataOfOtherClassesFailsClearly();
 };
 
 namespace {
@@ -354,6 +355,20 @@ void TestLocalCluster::workersTrainOnTheirOwnFolders()
                           120000, &output),
              qPrintable(output));
     test::expectOwnData(tmp.filePath("run"), tmp.filePath("runs.sqlite"), data, dirs);
+}
+void TestLocalCluster::ownDataOfOtherClassesFailsClearly()
+{
+    // Without class_names a worker holding classes 0-2 builds a bigger
+    // model than one holding 0-1: the run must say so, not crash.
+    QTemporaryDir tmp;
+    const QStringList dirs = {tmp.filePath("a"), tmp.filePath("b")};
+    test::OwnCsvData{{10, 10}}.write(dirs[0]);
+    test::OwnCsvData{{10, 10, 10}}.write(dirs[1]);
+    QString output;
+    QVERIFY(!test::runCli({"run", "--workers", "2", "--dataset", "csv", "--model", "mlp", "--data-dirs", dirs.join(','),
+                           "--max-rounds", "20", "--out", tmp.filePath("run"), "--quiet"},
+                          120000, &output));
+    QVERIFY2(output.contains("parameters but worker 0's has") && output.contains("set class_names"), qPrintable(output));
 }
 
 QTEST_GUILESS_MAIN(TestLocalCluster)
