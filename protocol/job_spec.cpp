@@ -160,6 +160,13 @@ void readWorkerData(const QJsonObject &json, Reader &r, QList<WorkerData> &out)
     }
 }
 
+} // namespace
+
+const QStringList &datasetNames()
+{
+    return kDatasets;
+}
+
 QJsonArray workerDataJson(const QList<WorkerData> &list)
 {
     QJsonArray out;
@@ -172,13 +179,6 @@ QJsonArray workerDataJson(const QList<WorkerData> &list)
         out.append(o);
     }
     return out;
-}
-
-} // namespace
-
-const QStringList &datasetNames()
-{
-    return kDatasets;
 }
 
 QJsonObject GroupPlan::toJson() const

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <QJsonArray>
 #include <QJsonObject>
 #include <QList>
 #include <QString>
@@ -52,6 +53,8 @@ struct WorkerData {
     QString dataset;
     QString dataDir;
 };
+// The job file's "worker_data" list (empty fields left out).
+QJsonArray workerDataJson(const QList<WorkerData> &list);
 
 // Everything a worker needs to train. The controller fills the placement
 // fields (rank, world, rendezvous) per agent; the rest comes from the job

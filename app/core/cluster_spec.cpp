@@ -186,18 +186,14 @@ std::optional<ClusterSpec> ClusterSpec::fromJson(const QJsonObject &json, QStrin
 QJsonObject ClusterSpec::jobOverrides() const
 {
     QJsonObject out{{"workers", int(hosts.size())}};
-    QJsonArray slowdown, links, data;
+    QJsonArray slowdown, links;
+    QList<protocol::WorkerData> data;
     bool anySlowdown = false, anyLink = false, anyData = false;
     for (const ClusterHost &a : hosts) {
         anySlowdown |= a.slowdown > 0;
         anyLink |= a.linkMbps > 0;
         anyData |= !a.dataDir.isEmpty() || !a.dataset.isEmpty();
-        QJsonObject own;
-        if (!a.dataDir.isEmpty())
-            own.insert("data_dir", a.dataDir);
-        if (!a.dataset.isEmpty())
-            own.insert("dataset", a.dataset);
-        data.append(own);
+        data.append({a.dataset, a.dataDir});
         slowdown.append(a.slowdown > 0 ? a.slowdown : 1.0);
         QJsonArray row;
         for (const ClusterHost &b : hosts) {
@@ -214,7 +210,7 @@ QJsonObject ClusterSpec::jobOverrides() const
     if (anyLink)
         out.insert("emulation.links", links);
     if (anyData)
-        out.insert("worker_data", data);
+        out.insert("worker_data", protocol::workerDataJson(data));
     return out;
 }
 
