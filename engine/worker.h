@@ -95,6 +95,9 @@ private:
 
     // A Comm for the plan, registered where requestRegroup can abort it.
     std::unique_ptr<Comm> makeComm(const protocol::GroupPlan &plan);
+    // Fails the whole group alike when its members built models of
+    // different sizes.
+    void checkModelSizes(Comm &comm, const protocol::GroupPlan &plan, Trainer &trainer);
     void joinGroup(Comm &comm, const protocol::GroupPlan &plan, Trainer &trainer, LinkEmulator &emulator,
                    Progress &progress);
     // All-reduce: every round starts with the control all-reduce.
