@@ -143,7 +143,15 @@ Trainer::Trainer(const protocol::JobSpec &spec) : m_spec(spec), m_rng(spec.seed 
                           + own.dataset.toStdString() + " with one row of features per sample) trains with model mlp");
     // Same seed on every worker: replicas start identical.
     torch::manual_seed(spec.seed);
-    m_model = makeModel(spec.model.toStdString(), train.channels, train.height, train.width, train.classes);
+    try {
+        m_model = makeModel(spec.model.toStdString(), train.channels, train.height, train.width, train.classes);
+    } catch (const c10::Error &) {
+        // The layers do not fit the data (e.g. LeNet-5's 5x5 kernels on 8x8 arrays).
+        throw EngineError("model \"" + spec.model.toStdString() + "\" cannot take samples of "
+                          + std::to_string(train.channels) + "x" + std::to_string(train.height) + "x"
+                          + std::to_string(train.width) + " from " + own.dataset.toStdString()
+                          + " data; choose a model for that size (mlp takes any)");
+    }
     flatten(*m_model, &m_params, &m_grad);
     m_momentum = torch::zeros_like(m_params);
     m_cursor = m_trainX.size(0);  // the first batch shuffles

@@ -35,6 +35,7 @@ private Q_SLOTS:
     void strangerOnTheDataPlaneCannotJoinOrInject();
     void workersTrainOnTheirOwnFolders();
     void ownDataOfOtherClassesFailsClearly();
+    void modelsThatCannotTakeTheSamplesFailClearly();
 };
 
 namespace {
@@ -369,6 +370,30 @@ void TestLocalCluster::ownDataOfOtherClassesFailsClearly()
                            "--max-rounds", "20", "--out", tmp.filePath("run"), "--quiet"},
                           120000, &output));
     QVERIFY2(output.contains("parameters, worker 0's") && output.contains("set class_names"), qPrintable(output));
+}
+void TestLocalCluster::modelsThatCannotTakeTheSamplesFailClearly()
+{
+    QTemporaryDir tmp;
+    test::OwnCsvData{{10, 10}}.write(tmp.path());
+    QString output;
+    // Tabular rows into a convolutional model.
+    QVERIFY(!test::runCli({"run", "--workers", "1", "--dataset", "csv", "--data-dir", tmp.path(), "--model", "lenet5",
+                           "--max-rounds", "5", "--out", tmp.filePath("run"), "--quiet"},
+                          60000, &output));
+    QVERIFY2(output.contains("needs images; tabular data (csv"), qPrintable(output));
+    // 4x4 images (plain PGM) are too small for LeNet-5's 5x5 kernels.
+    for (const char *split : {"train", "test"}) {
+        QVERIFY(QDir().mkpath(tmp.filePath(QStringLiteral("img/%1/a").arg(split))));
+        for (int i = 0; i < 12; ++i) {  // enough for one worker's partition
+            QFile pgm(tmp.filePath(QStringLiteral("img/%1/a/%2.pgm").arg(split).arg(i)));
+            QVERIFY(pgm.open(QIODevice::WriteOnly));
+            pgm.write("P2\n4 4\n255\n0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15\n");
+        }
+    }
+    QVERIFY(!test::runCli({"run", "--workers", "1", "--dataset", "imagefolder", "--data-dir", tmp.filePath("img"), "--model",
+                           "lenet5", "--max-rounds", "5", "--out", tmp.filePath("run2"), "--quiet"},
+                          60000, &output));
+    QVERIFY2(output.contains("model \"lenet5\" cannot take samples of 1x4x4 from imagefolder data"), qPrintable(output));
 }
 
 QTEST_GUILESS_MAIN(TestLocalCluster)
