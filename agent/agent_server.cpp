@@ -51,6 +51,7 @@ void append(protocol::TelemetryBatch &to, protocol::TelemetryBatch &&from)
     to.rounds += std::move(from.rounds);
     to.evals += std::move(from.evals);
     to.merges += std::move(from.merges);
+    to.data += std::move(from.data);
 }
 } // namespace
 

@@ -26,6 +26,10 @@ JobRunner::JobRunner(protocol::JobSpec spec, std::string localHost, QByteArray s
         std::lock_guard lock(m_mutex);
         m_pending.merges.append(m);
     };
+    hooks.data = [this](const protocol::DataSummary &d) {
+        std::lock_guard lock(m_mutex);
+        m_pending.data.append(d);
+    };
     hooks.state = [this](const QString &s) {
         {
             std::lock_guard lock(m_mutex);

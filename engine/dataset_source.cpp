@@ -1,5 +1,6 @@
 #include "dataset_source.h"
 
+#include "dataset_files.h"
 #include "engine_error.h"
 #include "idx_reader.h"
 #include "safe_file.h"
@@ -201,10 +202,68 @@ RawDataset makeShapes(Split split)
     return d;
 }
 
+// The user formats keep each split under its own name in `dir`.
+RawDataset loadUserFormat(const std::string &name, const std::string &dir, Split split,
+                          const std::vector<std::string> &classNames)
+{
+    if (dir.empty())
+        throw EngineError(name + " needs data_dir: the folder holding its train and test data");
+    const std::string base = dir + (split == Split::Train ? "/train" : "/test");
+    if (name == "csv")
+        return readCsvTable(base + ".csv", classNames);
+    if (name == "npy")
+        return readNpyPair(base + "/x.npy", base + "/y.npy", classNames);
+    return readImageFolder(base, classNames);
+}
+
 } // namespace
 
-RawDataset loadDataset(const std::string &name, const std::string &dir, Split split)
+std::vector<std::int64_t> RawDataset::classHistogram() const
 {
+    std::vector<std::int64_t> counts(std::size_t(std::max(classes, 0)), 0);
+    for (const std::uint8_t l : labels) {
+        if (l < counts.size())
+            ++counts[l];
+    }
+    return counts;
+}
+
+void assignLabels(RawDataset &d, const std::vector<std::int64_t> &labels, const std::vector<std::string> &classNames,
+                  const std::string &file)
+{
+    const std::int64_t limit = classNames.empty() ? 256 : std::int64_t(classNames.size());
+    std::int64_t top = 0;
+    d.labels.reserve(labels.size());
+    for (const std::int64_t l : labels) {
+        if (l < 0 || l >= limit)
+            throw EngineError(file + ": label " + std::to_string(l) + " is out of range; labels are class ids from 0 to "
+                              + std::to_string(limit - 1)
+                              + (classNames.empty() ? "" : " (one per entry of class_names)"));
+        top = std::max(top, l);
+        d.labels.push_back(std::uint8_t(l));
+    }
+    d.classes = classNames.empty() ? int(top + 1) : int(classNames.size());
+}
+
+void setPixelStats(RawDataset &d)
+{
+    double sum = 0, squares = 0;
+    for (const std::uint8_t b : d.pixels) {
+        sum += b;
+        squares += double(b) * b;
+    }
+    const double n = std::max<double>(1, double(d.pixels.size()));
+    const double mean = sum / n / 255.0;
+    const double var = squares / n / (255.0 * 255.0) - mean * mean;
+    d.mean = float(mean);
+    d.std = float(std::max(std::sqrt(std::max(var, 0.0)), 1e-3));
+}
+
+RawDataset loadDataset(const std::string &name, const std::string &dir, Split split,
+                       const std::vector<std::string> &classNames)
+{
+    if (name == "imagefolder" || name == "csv" || name == "npy")
+        return loadUserFormat(name, dir, split, classNames);
     const std::string prefix = split == Split::Train ? "train" : "t10k";
     if (name == "fashion-mnist") {
         RawDataset d = loadIdxPair(dir.empty() ? kFashionMnistDir : dir, prefix, "Fashion-MNIST",
@@ -228,7 +287,8 @@ RawDataset loadDataset(const std::string &name, const std::string &dir, Split sp
         return makeSynthetic(split);
     if (name == "shapes")
         return makeShapes(split);
-    throw EngineError("unknown dataset \"" + name + "\" (use fashion-mnist, mnist, cifar10, synthetic or shapes)");
+    throw EngineError("unknown dataset \"" + name
+                      + "\" (use fashion-mnist, mnist, cifar10, synthetic, shapes, imagefolder, csv or npy)");
 }
 
 } // namespace dlion::engine

@@ -15,16 +15,20 @@ namespace dlion::engine {
 
 namespace {
 
-// The selected samples' bytes as an NCHW uint8 tensor: a quarter of the
-// memory of floats (188 MB for Fashion-MNIST's training set on one worker);
-// batches are normalised as they are drawn.
+// The selected samples as an NCHW tensor: bytes stay uint8, a quarter of
+// the memory of floats (188 MB for Fashion-MNIST's training set on one
+// worker), normalised as batches are drawn; float features stay float.
 torch::Tensor toImages(const RawDataset &d, const std::vector<std::int64_t> &indices)
 {
-    const std::int64_t px = d.sampleBytes();
-    auto out = torch::empty({std::int64_t(indices.size()), d.channels, d.height, d.width}, torch::kByte);
-    std::uint8_t *dst = out.data_ptr<std::uint8_t>();
+    const std::size_t item = d.floats ? sizeof(float) : 1;
+    const std::size_t bytes = std::size_t(d.sampleBytes()) * item;
+    auto out = torch::empty({std::int64_t(indices.size()), d.channels, d.height, d.width},
+                            d.floats ? torch::kFloat : torch::kByte);
+    auto *dst = static_cast<char *>(out.data_ptr());
+    const char *src = d.floats ? reinterpret_cast<const char *>(d.values.data())
+                               : reinterpret_cast<const char *>(d.pixels.data());
     for (std::size_t i = 0; i < indices.size(); ++i)
-        std::memcpy(dst + std::int64_t(i) * px, d.pixels.data() + indices[i] * px, std::size_t(px));
+        std::memcpy(dst + i * bytes, src + std::size_t(indices[i]) * bytes, bytes);
     return out;
 }
 
@@ -57,47 +61,108 @@ void flatten(Model &model, torch::Tensor *params, torch::Tensor *grads)
     }
 }
 
+std::vector<std::string> toStd(const QStringList &names)
+{
+    std::vector<std::string> out;
+    for (const QString &n : names)
+        out.push_back(n.toStdString());
+    return out;
+}
+
+// The test split must fit the model the training data built.
+void checkTestFits(const RawDataset &train, const RawDataset &test, const protocol::WorkerData &from)
+{
+    const std::string where = from.dataset.toStdString() + " data in \"" + from.dataDir.toStdString() + "\"";
+    if (test.floats != train.floats || test.sampleBytes() != train.sampleBytes() || test.height != train.height)
+        throw EngineError("the test split of " + where + " has samples of another shape or type than the training "
+                          "split; both must match");
+    if (test.classes > train.classes)
+        throw EngineError("the test split of " + where + " has labels up to " + std::to_string(test.classes - 1)
+                          + " but the training split only up to " + std::to_string(train.classes - 1)
+                          + "; set class_names in the job to fix the classes");
+}
+
 } // namespace
 
 Trainer::Trainer(const protocol::JobSpec &spec) : m_spec(spec), m_rng(spec.seed * 7919 + std::uint64_t(spec.rank))
 {
-    const std::string dir = spec.dataDir.toStdString();
-    const RawDataset train = loadDataset(spec.dataset.toStdString(), dir, Split::Train);
-    // The last samples form a held-out set common to all workers (DKT's
-    // yardstick); the rest is partitioned.
+    const std::vector<std::string> classNames = toStd(spec.classNames);
+    const protocol::WorkerData own = spec.dataFor(spec.rank);
+    const RawDataset train = loadDataset(own.dataset.toStdString(), own.dataDir.toStdString(), Split::Train, classNames);
+    // The last samples form a held-out set (DKT's yardstick), common to all
+    // workers unless each trains on its own data; the rest is trained on,
+    // partitioned over the workers when the data are shared.
+    const bool ownData = !spec.workerData.isEmpty();
     const std::int64_t heldOut = std::min<std::int64_t>(1000, train.size / 10);
-    m_globalTrainSize = train.size - heldOut;
-    const std::vector<std::uint8_t> labels(train.labels.begin(), train.labels.end() - heldOut);
-    const auto parts = partitionIndices(labels, train.classes, spec.world, spec.dirichletAlpha(), spec.seed);
-    const auto &mine = parts[std::size_t(spec.rank)];
+    const std::int64_t usable = train.size - heldOut;
+    m_globalTrainSize = ownData ? usable * spec.world : usable;  // with own data: epochs of this worker's size
+    std::vector<std::int64_t> mine(static_cast<std::size_t>(usable));
+    std::iota(mine.begin(), mine.end(), 0);
+    if (!ownData) {
+        const std::vector<std::uint8_t> labels(train.labels.begin(), train.labels.end() - heldOut);
+        mine = partitionIndices(labels, train.classes, spec.world, spec.dirichletAlpha(), spec.seed)[std::size_t(spec.rank)];
+    }
     m_scale = 1.f / (255.f * train.std);
     m_shift = train.mean / train.std;
     m_trainX = toImages(train, mine);
     m_trainY = toLabels(train, mine);
     std::vector<std::int64_t> held(static_cast<std::size_t>(heldOut));
-    std::iota(held.begin(), held.end(), m_globalTrainSize);
+    std::iota(held.begin(), held.end(), usable);
     m_heldX = toImages(train, held);
     m_heldY = toLabels(train, held);
+    if (train.floats) {
+        // Float features are standardised per feature with this worker's
+        // training statistics (constant features keep their scale).
+        m_featureMean = m_trainX.mean(0, true);
+        m_featureStd = m_trainX.std(0, false, true);
+        m_featureStd.masked_fill_(m_featureStd < 1e-6, 1.0);
+    }
 
-    const RawDataset test = loadDataset(spec.dataset.toStdString(), dir, Split::Test);
-    // The test subset: the first eval_samples, the same on every worker.
+    const protocol::WorkerData testFrom = ownData && spec.testSet == QLatin1String("local")
+                                              ? own : protocol::WorkerData{spec.dataset, spec.dataDir};
+    const RawDataset test = loadDataset(testFrom.dataset.toStdString(), testFrom.dataDir.toStdString(), Split::Test, classNames);
+    checkTestFits(train, test, testFrom);
+    // The test subset: the first eval_samples, the same on every worker
+    // that scores the same split.
     std::vector<std::int64_t> subset(std::size_t(std::min<std::int64_t>(spec.evalSamples, test.size)));
     std::iota(subset.begin(), subset.end(), 0);
     m_testX = toImages(test, subset);
     m_testY = toLabels(test, subset);
 
+    m_data.worker = spec.rank;
+    m_data.dataset = own.dataset;
+    m_data.dataDir = own.dataDir;
+    m_data.samples = m_trainX.size(0);
+    m_data.testSamples = m_testX.size(0);
+    const auto counts = torch::bincount(m_trainY, {}, train.classes);
+    for (std::int64_t c = 0; c < counts.size(0); ++c)
+        m_data.histogram.append(counts[c].item<std::int64_t>());
+
+    if (train.height == 1 && spec.model != QLatin1String("mlp"))
+        throw EngineError("model \"" + spec.model.toStdString() + "\" needs images; tabular data ("
+                          + own.dataset.toStdString() + " with one row of features per sample) trains with model mlp");
     // Same seed on every worker: replicas start identical.
     torch::manual_seed(spec.seed);
-    m_model = makeModel(spec.model.toStdString(), train.channels, train.height, train.width, train.classes);
+    try {
+        m_model = makeModel(spec.model.toStdString(), train.channels, train.height, train.width, train.classes);
+    } catch (const c10::Error &) {
+        // The layers do not fit the data (e.g. LeNet-5's 5x5 kernels on 8x8 arrays).
+        throw EngineError("model \"" + spec.model.toStdString() + "\" cannot take samples of "
+                          + std::to_string(train.channels) + "x" + std::to_string(train.height) + "x"
+                          + std::to_string(train.width) + " from " + own.dataset.toStdString()
+                          + " data; choose a model for that size (mlp takes any)");
+    }
     flatten(*m_model, &m_params, &m_grad);
     m_momentum = torch::zeros_like(m_params);
     m_cursor = m_trainX.size(0);  // the first batch shuffles
 }
 
-torch::Tensor Trainer::normalised(const torch::Tensor &bytes)
+torch::Tensor Trainer::normalised(const torch::Tensor &samples)
 {
-    m_input.resize_(bytes.sizes());
-    return m_input.copy_(bytes).mul_(m_scale).sub_(m_shift);
+    m_input.resize_(samples.sizes());
+    if (samples.scalar_type() == torch::kFloat)
+        return m_input.copy_(samples).sub_(m_featureMean).div_(m_featureStd);
+    return m_input.copy_(samples).mul_(m_scale).sub_(m_shift);
 }
 
 torch::Tensor Trainer::nextBatchIndices(std::int64_t samples)

@@ -3,6 +3,7 @@
 #include "models.h"
 
 #include <job_spec.h>
+#include <telemetry.h>
 
 #include <torch/types.h>
 
@@ -20,7 +21,8 @@ struct EvalResult {
     double loss() const { return count ? lossSum / double(count) : 0.0; }
 };
 
-// One replica: this worker's data partition, its model and optimizer.
+// One replica: this worker's data (a partition of the job's, or its own),
+// its model and optimizer.
 //
 // Parameters and gradients each live in one flat buffer (the modules'
 // tensors are views into it), so strategies communicate and merge whole
@@ -28,7 +30,8 @@ struct EvalResult {
 // a joining worker or a checkpoint takes the whole optimizer state too.
 class Trainer {
 public:
-    // Loads the dataset, keeps partition `rank` of `world` and the test subset.
+    // Loads the data: partition `rank` of `world` of the job's dataset, or
+    // all of this worker's own (JobSpec::workerData); and the test subset.
     explicit Trainer(const protocol::JobSpec &spec);
 
     // Forward and backward on the next `samples` local samples; leaves their
@@ -57,18 +60,21 @@ public:
     std::int64_t round() const { return m_round; }
     void setRound(std::int64_t round) { m_round = round; }  // the lr schedule's clock
     Model &model() { return *m_model; }
+    // What this worker trains and is scored on.
+    const protocol::DataSummary &dataSummary() const { return m_data; }
 
 private:
     torch::Tensor nextBatchIndices(std::int64_t samples);
-    // `x`: images as stored (uint8); y: labels.
+    // `x`: samples as stored (uint8 images or float features); y: labels.
     EvalResult evaluateOn(const torch::Tensor &x, const torch::Tensor &y);
-    // Stored bytes -> the model's float input.
-    torch::Tensor normalised(const torch::Tensor &bytes);
+    // Stored samples -> the model's float input.
+    torch::Tensor normalised(const torch::Tensor &samples);
 
     protocol::JobSpec m_spec;
     std::shared_ptr<Model> m_model;
     torch::Tensor m_params, m_grad, m_momentum;
-    torch::Tensor m_trainX, m_trainY, m_testX, m_testY, m_heldX, m_heldY;  // images as uint8 NCHW
+    torch::Tensor m_trainX, m_trainY, m_testX, m_testY, m_heldX, m_heldY;  // NCHW, uint8 or float
+    torch::Tensor m_featureMean, m_featureStd;  // float data's standardisation
     // The last batch, normalised, in one buffer reused by every batch: a
     // fresh float tensor per batch made LeNet-5's step 30% slower (page
     // faults of the allocations) than the floats this replaces.
@@ -78,6 +84,7 @@ private:
     std::int64_t m_cursor = 0;
     std::int64_t m_round = 0;
     std::int64_t m_globalTrainSize = 0;
+    protocol::DataSummary m_data;
     std::mt19937_64 m_rng;
 };
 

@@ -187,6 +187,24 @@ std::unique_ptr<Comm> Worker::makeComm(const protocol::GroupPlan &plan)
     return comm;
 }
 
+void Worker::checkModelSizes(Comm &comm, const protocol::GroupPlan &plan, Trainer &trainer)
+{
+    // Each worker builds its model from its own data's shape and classes:
+    // with per-worker data they may differ, which no broadcast survives.
+    // Every member learns of a mismatch, so none waits out a timeout.
+    auto size = torch::tensor({double(trainer.parameterCount())}, torch::kDouble);
+    comm.broadcast(size, plan.rankOf(plan.source));
+    const auto sourceSize = std::int64_t(size.item<double>());
+    auto mismatches = torch::tensor({sourceSize != trainer.parameterCount() ? 1.0 : 0.0}, torch::kDouble);
+    comm.allreduceSum(mismatches, Comm::Pace::Free);
+    if (mismatches.item<double>() > 0)
+        throw EngineError("worker " + std::to_string(m_spec.rank) + "'s model has " + std::to_string(trainer.parameterCount())
+                          + " parameters, worker " + std::to_string(plan.source) + "'s " + std::to_string(sourceSize)
+                          + ", and " + std::to_string(int(mismatches.item<double>()))
+                          + " workers differ: every worker's data must have samples of one shape and the same classes "
+                            "(set class_names in the job)");
+}
+
 void Worker::joinGroup(Comm &comm, const protocol::GroupPlan &plan, Trainer &trainer, LinkEmulator &emulator,
                        Progress &progress)
 {
@@ -196,6 +214,7 @@ void Worker::joinGroup(Comm &comm, const protocol::GroupPlan &plan, Trainer &tra
     // Every member starts from the source's replica and progress: identical
     // replicas at the start, the best one's after a regroup.
     const int source = plan.rankOf(plan.source);
+    checkModelSizes(comm, plan, trainer);
     comm.broadcast(trainer.flatParams(), source);
     comm.broadcast(trainer.flatMomentum(), source);
     auto shared = torch::tensor({double(progress.result.rounds), progress.elapsed(), progress.lastEvalT}, torch::kDouble);
@@ -231,6 +250,8 @@ WorkerResult Worker::run()
     Trainer trainer(m_spec);
     qCInfo(lcEngine) << "worker" << m_spec.rank << "holds" << trainer.localTrainSize() << "training samples,"
                      << trainer.parameterCount() << "parameters";
+    if (m_hooks.data)
+        m_hooks.data(trainer.dataSummary());
 
     Progress progress;
     // Every worker restores its own file, then the first group adopts the

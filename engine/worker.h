@@ -32,6 +32,8 @@ struct WorkerHooks {
     std::function<void(const protocol::RoundRecord &)> round;
     std::function<void(const protocol::EvalRecord &)> eval;
     std::function<void(const protocol::MergeEvent &)> merge;
+    // Once, when the worker has loaded its data.
+    std::function<void(const protocol::DataSummary &)> data;
     // loading, rendezvous, running, paused, waiting (its budget spent, for
     // its peers to spend theirs), regrouping
     std::function<void(const QString &state)> state;
@@ -94,6 +96,9 @@ private:
 
     // A Comm for the plan, registered where requestRegroup can abort it.
     std::unique_ptr<Comm> makeComm(const protocol::GroupPlan &plan);
+    // Fails the whole group alike when its members built models of
+    // different sizes.
+    void checkModelSizes(Comm &comm, const protocol::GroupPlan &plan, Trainer &trainer);
     void joinGroup(Comm &comm, const protocol::GroupPlan &plan, Trainer &trainer, LinkEmulator &emulator,
                    Progress &progress);
     // All-reduce: every round starts with the control all-reduce.

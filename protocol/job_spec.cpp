@@ -12,7 +12,8 @@ namespace {
 
 const QStringList kStrategies = {"allreduce", "dlion", "gaia", "ako", "hop"};
 const QStringList kModels = {"lenet5", "mlp", "cnn"};
-const QStringList kDatasets = {"fashion-mnist", "mnist", "synthetic", "cifar10", "shapes"};
+const QStringList kDatasets = {"fashion-mnist", "mnist", "synthetic", "cifar10", "shapes", "imagefolder", "csv", "npy"};
+const QStringList kTestSets = {"local", "shared"};
 const QStringList kDevices = {"cpu", "cuda"};
 
 // Reads typed fields out of a JSON object, remembering the first error.
@@ -70,6 +71,20 @@ public:
         out = v.toObject();
     }
 
+    void strings(const char *key, QStringList &out)
+    {
+        const QJsonValue v = m_o.value(QLatin1String(key));
+        if (v.isUndefined())
+            return;
+        for (const QJsonValue &e : v.toArray()) {
+            if (!e.isString() || e.toString().isEmpty())
+                return fail(key, QStringLiteral("must be a list of non-empty strings"));
+            out.append(e.toString());
+        }
+        if (!v.isArray())
+            fail(key, QStringLiteral("must be a list of non-empty strings"));
+    }
+
     void fail(const char *key, const QString &why)
     {
         if (m_error.isEmpty())
@@ -117,7 +132,54 @@ bool validSchedule(const QString &s)
     return ok1 && ok2 && every > 0 && gamma > 0 && gamma <= 1;
 }
 
+// "worker_data": a list of {dataset, data_dir}, one per worker.
+void readWorkerData(const QJsonObject &json, Reader &r, QList<WorkerData> &out)
+{
+    const QJsonValue v = json.value("worker_data");
+    if (v.isUndefined())
+        return;
+    const QString shape = QStringLiteral("must be a list with one {dataset, data_dir} entry per worker");
+    if (!v.isArray() || v.toArray().isEmpty())
+        return r.fail("worker_data", shape);
+    const QJsonArray list = v.toArray();
+    for (qsizetype i = 0; i < list.size(); ++i) {
+        const QJsonObject o = list[i].toObject();
+        Reader wr(o, QStringLiteral("worker_data[%1].").arg(i));
+        if (!list[i].isObject())
+            wr.failRaw(QStringLiteral("field \"worker_data\" %1").arg(shape));
+        for (auto it = o.begin(); it != o.end(); ++it) {
+            if (it.key() != QLatin1String("dataset") && it.key() != QLatin1String("data_dir"))
+                wr.failRaw(QStringLiteral("unknown field \"worker_data[%1].%2\" (allowed: dataset, data_dir)").arg(i).arg(it.key()));
+        }
+        WorkerData w;
+        wr.str("dataset", w.dataset, kDatasets);
+        wr.str("data_dir", w.dataDir);
+        if (!wr.error().isEmpty())
+            return r.failRaw(wr.error());
+        out.append(w);
+    }
+}
+
 } // namespace
+
+const QStringList &datasetNames()
+{
+    return kDatasets;
+}
+
+QJsonArray workerDataJson(const QList<WorkerData> &list)
+{
+    QJsonArray out;
+    for (const WorkerData &w : list) {
+        QJsonObject o;
+        if (!w.dataset.isEmpty())
+            o.insert("dataset", w.dataset);
+        if (!w.dataDir.isEmpty())
+            o.insert("data_dir", w.dataDir);
+        out.append(o);
+    }
+    return out;
+}
 
 QJsonObject GroupPlan::toJson() const
 {
@@ -185,6 +247,16 @@ double JobSpec::dirichletAlpha() const
     return a;
 }
 
+WorkerData JobSpec::dataFor(int worker) const
+{
+    WorkerData w = worker >= 0 && worker < workerData.size() ? workerData[worker] : WorkerData{};
+    if (w.dataset.isEmpty())
+        w.dataset = dataset;
+    if (w.dataDir.isEmpty() && w.dataset == dataset)
+        w.dataDir = dataDir;
+    return w;
+}
+
 double JobSpec::slowdownFor(int worker) const
 {
     return worker >= 0 && worker < slowdown.size() ? slowdown[worker] : 1.0;
@@ -230,6 +302,12 @@ QJsonObject JobSpec::toJson() const
         out.insert("checkpoint", QJsonObject{{"dir", checkpoint.dir}, {"interval_s", checkpoint.intervalS}, {"keep", checkpoint.keep}});
     if (!resumeFrom.isEmpty())
         out.insert("resume_from", resumeFrom);
+    if (!workerData.isEmpty()) {
+        out.insert("worker_data", workerDataJson(workerData));
+        out.insert("test_set", testSet);
+    }
+    if (!classNames.isEmpty())
+        out.insert("class_names", QJsonArray::fromStringList(classNames));
     return out;
 }
 
@@ -239,7 +317,7 @@ std::optional<JobSpec> JobSpec::fromJson(const QJsonObject &json, QString *error
         "strategy", "model", "dataset", "data_dir", "partition", "batch_size", "lr", "momentum",
         "weight_decay", "lr_schedule", "seed", "budget", "eval_interval_s", "eval_samples", "threads",
         "device", "verify_replicas", "slowdown", "strategy_options", "emulation", "rank", "world", "rendezvous_host",
-        "rendezvous_port", "workers", "group", "checkpoint", "resume_from"};
+        "rendezvous_port", "workers", "group", "checkpoint", "resume_from", "worker_data", "test_set", "class_names"};
     JobSpec s;
     Reader r(json, QString());
     for (auto it = json.begin(); it != json.end(); ++it) {
@@ -273,6 +351,11 @@ std::optional<JobSpec> JobSpec::fromJson(const QJsonObject &json, QString *error
     r.str("rendezvous_host", s.rendezvousHost);
     r.num("rendezvous_port", s.rendezvousPort, 0, 65535);
     r.str("resume_from", s.resumeFrom);
+    readWorkerData(json, r, s.workerData);
+    r.str("test_set", s.testSet, kTestSets);
+    r.strings("class_names", s.classNames);
+    if (s.classNames.size() > 256 || s.classNames.size() != QSet<QString>(s.classNames.begin(), s.classNames.end()).size())
+        r.fail("class_names", QStringLiteral("must list at most 256 distinct names"));
 
     if (const QJsonValue ck = json.value("checkpoint"); !ck.isUndefined()) {
         if (!ck.isObject())
@@ -324,6 +407,8 @@ std::optional<JobSpec> JobSpec::fromJson(const QJsonObject &json, QString *error
             }
         }
     }
+    if (!s.workerData.isEmpty() && json.contains("world") && s.workerData.size() != s.world)
+        r.fail("worker_data", QStringLiteral("lists %1 entries for %2 workers; give one per worker").arg(s.workerData.size()).arg(s.world));
     if (s.rank >= s.world)
         r.fail("rank", QStringLiteral("is %1 but world is %2").arg(s.rank).arg(s.world));
     if (const QJsonValue g = json.value("group"); !g.isUndefined() && r.error().isEmpty()) {

@@ -1,8 +1,10 @@
 #pragma once
 
+#include <QJsonArray>
 #include <QJsonObject>
 #include <QList>
 #include <QString>
+#include <QStringList>
 
 #include <optional>
 
@@ -42,6 +44,18 @@ struct GroupPlan {
     static std::optional<GroupPlan> fromJson(const QJsonObject &json, int world, QString *error);
 };
 
+// The dataset names a job (or a cluster host) may give.
+const QStringList &datasetNames();
+
+// Where one worker's data lives when each worker trains on its own (the
+// host's data, no global partition). Empty fields take the job's.
+struct WorkerData {
+    QString dataset;
+    QString dataDir;
+};
+// The job file's "worker_data" list (empty fields left out).
+QJsonArray workerDataJson(const QList<WorkerData> &list);
+
 // Everything a worker needs to train. The controller fills the placement
 // fields (rank, world, rendezvous) per agent; the rest comes from the job
 // file and the command line. JSON keys are the snake_case of the members.
@@ -51,6 +65,13 @@ struct JobSpec {
     QString dataset = QStringLiteral("fashion-mnist");
     QString dataDir;  // empty: the Debian dataset package path
     QString partition = QStringLiteral("iid");  // "iid" or "dirichlet:ALPHA"
+    // One entry per worker: each trains on all of its own data (no global
+    // partition). Empty: the job's dataset, partitioned over the workers.
+    QList<WorkerData> workerData;
+    // With workerData, which test split every worker scores on: "local" (its
+    // own data's) or "shared" (the job's dataset and data_dir, on every host).
+    QString testSet = QStringLiteral("local");
+    QStringList classNames;  // labels of the user formats (index = class id); empty: from the data
     int batchSize = 32;  // samples per worker per round (the mean share under WDB)
     double lr = 0.05;
     double momentum = 0.9;
@@ -83,6 +104,8 @@ struct JobSpec {
     GroupPlan group;
 
     double dirichletAlpha() const;  // 0 for iid
+    // The dataset and folder `worker` trains on.
+    WorkerData dataFor(int worker) const;
     double slowdownFor(int worker) const;
     // `group` with its members filled in and the rendezvous of this spec.
     GroupPlan initialGroup() const;

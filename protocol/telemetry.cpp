@@ -112,6 +112,31 @@ bool decode(const QCborMap &c, MergeEvent *m)
     return true;
 }
 
+QCborMap encode(const DataSummary &d)
+{
+    QCborArray histogram;
+    for (const qint64 n : d.histogram)
+        histogram.append(n);
+    return QCborMap{{"w", d.worker}, {"ds", d.dataset}, {"dd", d.dataDir}, {"n", d.samples}, {"tn", d.testSamples},
+                    {"h", histogram}};
+}
+
+bool decode(const QCborMap &m, DataSummary *d)
+{
+    d->worker = int(m.value("w").toInteger());
+    d->dataset = m.value("ds").toString();
+    d->dataDir = m.value("dd").toString();
+    d->samples = m.value("n").toInteger();
+    d->testSamples = m.value("tn").toInteger();
+    const QCborValue h = m.value("h");
+    for (const QCborValue &x : h.toArray()) {
+        if (!x.isInteger())
+            return false;
+        d->histogram.append(x.toInteger());
+    }
+    return h.isArray() || h.isUndefined();
+}
+
 template <typename T>
 QCborArray encodeList(const QList<T> &items)
 {
@@ -173,6 +198,7 @@ void TelemetryBatch::clear()
     rounds.clear();
     evals.clear();
     merges.clear();
+    data.clear();
 }
 
 QCborMap toCbor(const TelemetryBatch &batch)
@@ -180,6 +206,8 @@ QCborMap toCbor(const TelemetryBatch &batch)
     QCborMap map{{"rounds", encodeList(batch.rounds)},
                  {"evals", encodeList(batch.evals)},
                  {"merges", encodeList(batch.merges)}};
+    if (!batch.data.isEmpty())
+        map.insert(QStringLiteral("data"), encodeList(batch.data));
     if (batch.seq > 0)
         map.insert(QStringLiteral("seq"), batch.seq);
     return map;
@@ -192,6 +220,7 @@ QList<TelemetryBatch> split(const TelemetryBatch &batch, qsizetype maxBytes)
     splitList(batch.rounds, &TelemetryBatch::rounds, maxBytes, out, used);
     splitList(batch.evals, &TelemetryBatch::evals, maxBytes, out, used);
     splitList(batch.merges, &TelemetryBatch::merges, maxBytes, out, used);
+    splitList(batch.data, &TelemetryBatch::data, maxBytes, out, used);
     return out;
 }
 
@@ -200,6 +229,7 @@ void dropOldest(TelemetryBatch &batch, qsizetype count)
     dropFront(batch.rounds, count);
     dropFront(batch.evals, count);
     dropFront(batch.merges, count);
+    dropFront(batch.data, count);
 }
 
 bool fromCbor(const QCborMap &map, TelemetryBatch *out)
@@ -209,7 +239,7 @@ bool fromCbor(const QCborMap &map, TelemetryBatch *out)
         return false;
     out->seq = seq.toInteger(0);
     return decodeList(map.value("rounds"), &out->rounds) && decodeList(map.value("evals"), &out->evals)
-        && decodeList(map.value("merges"), &out->merges);
+        && decodeList(map.value("merges"), &out->merges) && decodeList(map.value("data"), &out->data);
 }
 
 void markPrimaryEvals(QList<EvalRecord> &evals)
@@ -245,6 +275,30 @@ QJsonObject toJson(const MergeEvent &m)
     return QJsonObject{{"round", m.round}, {"t", m.t}, {"from", m.from}, {"to", m.to},
                        {"score_before", m.scoreBefore}, {"score_from", m.scoreFrom},
                        {"alpha", m.alpha}, {"manual", m.manual}};
+}
+
+QJsonObject toJson(const DataSummary &d)
+{
+    QJsonArray histogram;
+    for (const qint64 n : d.histogram)
+        histogram.append(n);
+    return QJsonObject{{"worker", d.worker}, {"dataset", d.dataset}, {"data_dir", d.dataDir}, {"samples", d.samples},
+                       {"test_samples", d.testSamples}, {"histogram", histogram}};
+}
+
+std::optional<DataSummary> dataSummaryFromJson(const QJsonObject &json)
+{
+    DataSummary d;
+    d.worker = json.value("worker").toInt(-1);
+    d.dataset = json.value("dataset").toString();
+    d.dataDir = json.value("data_dir").toString();
+    d.samples = json.value("samples").toInteger();
+    d.testSamples = json.value("test_samples").toInteger();
+    for (const QJsonValue &n : json.value("histogram").toArray())
+        d.histogram.append(n.toInteger());
+    if (d.worker < 0)
+        return std::nullopt;
+    return d;
 }
 
 } // namespace dlion::protocol

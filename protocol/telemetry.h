@@ -5,6 +5,7 @@
 #include <QList>
 #include <QString>
 
+#include <optional>
 #include <vector>
 
 namespace dlion::protocol {
@@ -63,6 +64,17 @@ struct MergeEvent {
     bool manual = false;
 };
 
+// What one worker trains on, sent once as it starts: with per-host data
+// every host's share differs (non-iid), and the report shows how.
+struct DataSummary {
+    int worker = 0;
+    QString dataset;
+    QString dataDir;
+    qint64 samples = 0;      // training samples the worker holds
+    qint64 testSamples = 0;  // test samples it is scored on
+    QList<qint64> histogram; // training samples per class id
+};
+
 // One Telemetry frame. An agent numbers the frames it sends (`seq`, rising
 // over the agent's life, 0 = unnumbered) and keeps each until the controller
 // acknowledges it with the command {cmd: "ack", seq}; a reattaching
@@ -73,8 +85,9 @@ struct TelemetryBatch {
     QList<RoundRecord> rounds;
     QList<EvalRecord> evals;
     QList<MergeEvent> merges;
-    bool isEmpty() const { return rounds.isEmpty() && evals.isEmpty() && merges.isEmpty(); }
-    qsizetype records() const { return rounds.size() + evals.size() + merges.size(); }
+    QList<DataSummary> data;
+    bool isEmpty() const { return rounds.isEmpty() && evals.isEmpty() && merges.isEmpty() && data.isEmpty(); }
+    qsizetype records() const { return rounds.size() + evals.size() + merges.size() + data.size(); }
     void clear();
 };
 
@@ -83,8 +96,8 @@ QCborMap toCbor(const TelemetryBatch &batch);
 // at most `maxBytes` each (a single larger record travels alone), so a long
 // backlog crosses as several frames under the receiver's limit.
 QList<TelemetryBatch> split(const TelemetryBatch &batch, qsizetype maxBytes);
-// Drops the `count` oldest records, round records first: evaluations and
-// merges are few and are the run's results.
+// Drops the `count` oldest records, round records first: evaluations,
+// merges and data summaries are few and are the run's results.
 void dropOldest(TelemetryBatch &batch, qsizetype count);
 // Lenient on missing fields, strict on shape: returns false on a wrong type.
 bool fromCbor(const QCborMap &map, TelemetryBatch *out);
@@ -96,5 +109,7 @@ void markPrimaryEvals(QList<EvalRecord> &evals);
 QJsonObject toJson(const RoundRecord &r);
 QJsonObject toJson(const EvalRecord &e);
 QJsonObject toJson(const MergeEvent &m);
+QJsonObject toJson(const DataSummary &d);
+std::optional<DataSummary> dataSummaryFromJson(const QJsonObject &json);
 
 } // namespace dlion::protocol

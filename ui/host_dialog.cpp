@@ -20,8 +20,9 @@ HostDialog::HostDialog(const QJsonObject &host, QWidget *parent)
       m_address(new QLineEdit(host.value("address").toString(), this)),
       m_user(new QLineEdit(host.value("user").toString(), this)),
       m_keyFile(new QLineEdit(host.value("key_file").toString(), this)),
-      m_workDir(new QLineEdit(host.value("work_dir").toString(), this)), m_port(new QSpinBox(this)),
-      m_auth(new QComboBox(this)), m_problem(new QLabel(this))
+      m_workDir(new QLineEdit(host.value("work_dir").toString(), this)),
+      m_dataDir(new QLineEdit(host.value("data_dir").toString(), this)), m_port(new QSpinBox(this)),
+      m_auth(new QComboBox(this)), m_dataset(new QComboBox(this)), m_problem(new QLabel(this)), m_kept(host)
 {
     setWindowTitle(host.isEmpty() ? tr("Add host") : tr("Edit host"));
     m_name->setPlaceholderText(tr("edge-1"));
@@ -35,6 +36,17 @@ HostDialog::HostDialog(const QJsonObject &host, QWidget *parent)
     m_auth->addItem(tr("Password (asked when connecting)"), QStringLiteral("password"));
     m_auth->setCurrentIndex(qMax(0, m_auth->findData(host.value("auth").toString(QStringLiteral("agent")))));
     m_workDir->setPlaceholderText(tr("~/dlion (default)"));
+    m_dataDir->setObjectName(QStringLiteral("hostDataDir"));
+    m_dataDir->setPlaceholderText(tr("the job's (default)"));
+    m_dataDir->setToolTip(tr("This host's own training data, where it is on the host (an absolute path). "
+                             "When any host names its data, every host trains on its own data only"));
+    m_dataset->setObjectName(QStringLiteral("hostDataset"));
+    m_dataset->addItem(tr("the job's"), QString());
+    for (const char *format : {"imagefolder", "csv", "npy", "fashion-mnist", "mnist", "cifar10"})
+        m_dataset->addItem(QString::fromLatin1(format), QString::fromLatin1(format));
+    m_dataset->setToolTip(tr("Format of this host's data: imagefolder (DIR/train/<class>/*.png), csv (DIR/train.csv), "
+                             "npy (DIR/train/x.npy, y.npy), ..."));
+    m_dataset->setCurrentIndex(qMax(0, m_dataset->findData(host.value("dataset").toString())));
     m_problem->setStyleSheet(QStringLiteral("color: #d0463b"));
     m_problem->setWordWrap(true);
 
@@ -63,10 +75,12 @@ HostDialog::HostDialog(const QJsonObject &host, QWidget *parent)
     form->addRow(tr("A&uthentication:"), m_auth);
     form->addRow(tr("&Key file:"), key);
     form->addRow(tr("&Work folder:"), m_workDir);
+    form->addRow(tr("&Data folder:"), m_dataDir);
+    form->addRow(tr("Data &format:"), m_dataset);
     form->addRow(m_problem);
     form->addRow(buttons);
 
-    for (QLineEdit *e : {m_name, m_address, m_user, m_keyFile})
+    for (QLineEdit *e : {m_name, m_address, m_user, m_keyFile, m_dataDir})
         connect(e, &QLineEdit::textChanged, this, &HostDialog::check);
     connect(m_auth, &QComboBox::currentIndexChanged, this, &HostDialog::check);
     check();
@@ -89,20 +103,31 @@ void HostDialog::check()
     require(m_address, !m_address->text().trimmed().isEmpty(), tr("Give the host's address or DNS name."));
     require(m_user, !m_user->text().trimmed().isEmpty(), tr("Give the user to log in as."));
     require(m_keyFile, !keyAuth || !m_keyFile->text().trimmed().isEmpty(), tr("Choose the private key file."));
+    const QString dataDir = m_dataDir->text().trimmed();
+    require(m_dataDir, dataDir.isEmpty() || dataDir.startsWith('/'),
+            tr("Give the data folder as an absolute path on the host, or leave it empty."));
     m_problem->setText(problem);
     m_ok->setEnabled(problem.isEmpty());
 }
 
 QJsonObject HostDialog::host() const
 {
-    QJsonObject h{{"name", m_name->text().trimmed()},
-                  {"address", m_address->text().trimmed()},
-                  {"port", m_port->value()},
-                  {"user", m_user->text().trimmed()},
-                  {"auth", m_auth->currentData().toString()}};
+    // Fields this dialog does not show (slowdown, link_mbps, ...) stay.
+    QJsonObject h = m_kept;
+    for (const char *key : {"key_file", "data_dir", "dataset"})
+        h.remove(QLatin1String(key));
+    h.insert("name", m_name->text().trimmed());
+    h.insert("address", m_address->text().trimmed());
+    h.insert("port", m_port->value());
+    h.insert("user", m_user->text().trimmed());
+    h.insert("auth", m_auth->currentData().toString());
     if (m_auth->currentData() == QLatin1String("key"))
         h.insert("key_file", m_keyFile->text().trimmed());
     h.insert("work_dir", m_workDir->text().trimmed().isEmpty() ? QStringLiteral("~/dlion") : m_workDir->text().trimmed());
+    if (!m_dataDir->text().trimmed().isEmpty())
+        h.insert("data_dir", m_dataDir->text().trimmed());
+    if (!m_dataset->currentData().toString().isEmpty())
+        h.insert("dataset", m_dataset->currentData().toString());
     return h;
 }
 

@@ -19,7 +19,7 @@ namespace dlion::ui {
 
 namespace {
 
-enum Column { StatusCol, Name, Address, Port, User, Auth, Columns };
+enum Column { StatusCol, Name, Address, Port, User, Auth, Data, Columns };
 
 QPushButton *button(const QString &icon, const QString &text, const QString &tip, QWidget *parent)
 {
@@ -29,11 +29,20 @@ QPushButton *button(const QString &icon, const QString &text, const QString &tip
     return b;
 }
 
+// Where the host's own data are, or that it takes the job's.
+QString dataCell(const QJsonObject &host)
+{
+    const QString dir = host.value("data_dir").toString(), format = host.value("dataset").toString();
+    if (dir.isEmpty() && format.isEmpty())
+        return HostsForm::tr("the job's");
+    return QStringLiteral("%1 %2").arg(format.isEmpty() ? HostsForm::tr("job format") : format, dir).trimmed();
+}
+
 } // namespace
 
 HostsForm::HostsForm(QWidget *parent)
     : QWidget(parent),
-      m_table(new ReadOnlyTable({tr("Status"), tr("Name"), tr("Address"), tr("Port"), tr("User"), tr("Login")}, this)),
+      m_table(new ReadOnlyTable({tr("Status"), tr("Name"), tr("Address"), tr("Port"), tr("User"), tr("Login"), tr("Data")}, this)),
       m_knownHosts(new QLineEdit(this)),
       m_add(button("add", tr("&Add…"), tr("Add a machine"), this)),
       m_edit(button("edit", tr("&Edit…"), tr("Edit the selected machine"), this)),
@@ -171,7 +180,8 @@ void HostsForm::refreshRow(int row)
                                QString::number(h.value("port").toInt(22)), h.value("user").toString(),
                                auth == QLatin1String("key") ? tr("key %1").arg(h.value("key_file").toString())
                                : auth == QLatin1String("password") ? tr("password")
-                                                                     : tr("SSH agent")};
+                                                                     : tr("SSH agent"),
+                               dataCell(h)};
     for (int c = Name; c < Columns; ++c)
         m_table->setItem(row, c, new QTableWidgetItem(cells[c]));
 }

@@ -8,6 +8,7 @@
 #include <QFormLayout>
 #include <QGroupBox>
 #include <QHBoxLayout>
+#include <QJsonArray>
 #include <QLabel>
 #include <QLineEdit>
 #include <QSpinBox>
@@ -70,6 +71,8 @@ JobEditor::JobEditor(QWidget *parent) : QWidget(parent)
     layout->addWidget(buildStrategyGroup(), 1);
 
     m_fields = {{"dataset", m_dataset},         {"data_dir", m_dataDir},
+                {"worker_data", m_workerDirs},  {"test_set", m_testSet},
+                {"class_names", m_classNames},
                 {"partition", m_alpha},         {"model", m_model},
                 {"strategy", m_strategy},       {"batch_size", m_batch},
                 {"lr", m_lr},                   {"seed", m_seed},
@@ -111,11 +114,24 @@ QWidget *JobEditor::buildDataGroup()
     auto *box = new QGroupBox(tr("Data and model"), this);
     m_dataset = combo(box, {{tr("Fashion-MNIST"), "fashion-mnist"}, {tr("MNIST"), "mnist"},
                             {tr("CIFAR-10"), "cifar10"}, {tr("Synthetic (generated)"), "synthetic"},
-                            {tr("Shapes, 32×32 RGB (generated)"), "shapes"}});
-    m_dataset->setToolTip(tr("Training data; each worker trains on its own partition"));
+                            {tr("Shapes, 32×32 RGB (generated)"), "shapes"},
+                            {tr("Image folder (class/*.png, jpg)"), "imagefolder"}, {tr("CSV table"), "csv"},
+                            {tr("NumPy arrays (.npy)"), "npy"}});
+    m_dataset->setToolTip(tr("Training data; each worker trains on its own partition, or on its own folder's data"));
     m_dataDir = new QLineEdit(box);
     m_dataDir->setPlaceholderText(tr("default: /usr/share/datasets/fashion-mnist"));
     m_dataDir->setToolTip(tr("Folder holding the dataset files on every worker"));
+    m_workerDirs = new QLineEdit(box);
+    m_workerDirs->setPlaceholderText(tr("off: the data folder, partitioned"));
+    m_workerDirs->setToolTip(tr("One folder per local worker, separated by commas: each worker trains on all of its "
+                                "own folder's data, no partition (hosts of a cluster name theirs on the Machines page)"));
+    m_testSet = combo(box, {{tr("each worker's own test split"), "local"},
+                            {tr("the data folder's test split (shared)"), "shared"}});
+    m_testSet->setToolTip(tr("With per-worker data: which test split every worker is scored on"));
+    m_classNames = new QLineEdit(box);
+    m_classNames->setPlaceholderText(tr("from the data"));
+    m_classNames->setToolTip(tr("Class names in label order, separated by commas: image folders map their class "
+                                "folders to them, and workers holding different classes still build one model"));
     m_partition = combo(box, {{tr("IID (shuffled evenly)"), "iid"}, {tr("Dirichlet (non-IID)"), "dirichlet"}});
     m_partition->setToolTip(tr("How samples are split over workers"));
     m_alpha = doubleSpin(box, 0, 100, 0.3, 2, QString());
@@ -138,6 +154,9 @@ QWidget *JobEditor::buildDataGroup()
     auto *form = new QFormLayout(box);
     form->addRow(tr("&Dataset:"), m_dataset);
     form->addRow(tr("Data &folder:"), m_dataDir);
+    form->addRow(tr("Per-&worker folders:"), m_workerDirs);
+    form->addRow(tr("Test s&plit:"), m_testSet);
+    form->addRow(tr("&Class names:"), m_classNames);
     auto *partitionLabel = new QLabel(tr("&Partition:"), box);
     partitionLabel->setBuddy(m_partition);
     form->addRow(partitionLabel, partition);
@@ -328,6 +347,19 @@ QJsonObject JobEditor::job() const
                               : QStringLiteral("dirichlet:%1").arg(m_alpha->value()));
     if (!m_dataDir->text().trimmed().isEmpty())
         j.insert("data_dir", m_dataDir->text().trimmed());
+    if (!m_workerDirs->text().trimmed().isEmpty()) {
+        QJsonArray dirs;
+        for (const QString &dir : m_workerDirs->text().split(','))
+            dirs.append(QJsonObject{{"data_dir", dir.trimmed()}});
+        j.insert("worker_data", dirs);
+        j.insert("test_set", m_testSet->currentData().toString());
+    }
+    if (!m_classNames->text().trimmed().isEmpty()) {
+        QJsonArray names;
+        for (const QString &name : m_classNames->text().split(','))
+            names.append(name.trimmed());
+        j.insert("class_names", names);
+    }
     if (!m_checkpointDir->text().trimmed().isEmpty())
         j.insert("checkpoint", QJsonObject{{"dir", m_checkpointDir->text().trimmed()},
                                            {"interval_s", m_checkpointInterval->value()},
@@ -347,6 +379,14 @@ void JobEditor::setJob(const QJsonObject &j)
         select(m_strategy, j.value("strategy").toString());
     if (j.contains("data_dir"))
         m_dataDir->setText(j.value("data_dir").toString());
+    QStringList dirs, names;
+    for (const QJsonValue &w : j.value("worker_data").toArray())
+        dirs.append(w.toObject().value("data_dir").toString());
+    for (const QJsonValue &n : j.value("class_names").toArray())
+        names.append(n.toString());
+    m_workerDirs->setText(dirs.join(QStringLiteral(", ")));
+    m_classNames->setText(names.join(QStringLiteral(", ")));
+    select(m_testSet, j.value("test_set").toString(QStringLiteral("local")));
     if (j.contains("partition")) {
         const QString p = j.value("partition").toString();
         select(m_partition, p.startsWith(QLatin1String("dirichlet:")) ? QStringLiteral("dirichlet") : QStringLiteral("iid"));

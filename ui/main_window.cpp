@@ -319,10 +319,14 @@ std::optional<core::JobRequest> MainWindow::validate()
         problems << local->validate();
     } else {
         QString clusterError;
+        const auto cluster = clusterSpec(&clusterError);
         if (m_cluster->hostsForm()->hosts().isEmpty())
             problems << tr("Add at least one machine to the hosts table, or choose \"This computer\".");
-        else if (!clusterSpec(&clusterError))
+        else if (!cluster)
             problems << clusterError;
+        // Hosts that name their own data train on it.
+        if (cluster && cluster->jobOverrides().contains("worker_data"))
+            overrides.insert("worker_data", cluster->jobOverrides().value("worker_data"));
         overrides.insert("workers", qMax(1, int(m_cluster->hostsForm()->hosts().size())));
     }
     problems << m_job->validate();

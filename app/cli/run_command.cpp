@@ -38,8 +38,10 @@ const FlagSpec kFlags[] = {
     {"workers", "workers", "N", "Number of local workers (default 4).", true},
     {"strategy", "strategy", "NAME", "dlion, allreduce, gaia, ako or hop.", false},
     {"model", "model", "NAME", "lenet5, mlp or cnn.", false},
-    {"dataset", "dataset", "NAME", "fashion-mnist, mnist, cifar10, synthetic or shapes.", false},
+    {"dataset", "dataset", "NAME", "fashion-mnist, mnist, cifar10, synthetic, shapes, imagefolder, csv or npy.", false},
     {"data-dir", "data_dir", "DIR", "Dataset folder (default: the Debian package path).", false},
+    {"test-set", "test_set", "local|shared", "With --data-dirs: score each worker on its own folder's test split\n"
+                                             "(local, the default) or on --dataset/--data-dir's (shared).", false},
     {"partition", "partition", "P", "iid or dirichlet:ALPHA.", false},
     {"batch-size", "batch_size", "N", "Samples per worker per round.", true},
     {"lr", "lr", "X", "Learning rate.", true},
@@ -111,6 +113,8 @@ int RunCommand::exec(const QStringList &args)
     QCommandLineParser parser;
     parser.addOption({"config", "Job file (JSON or YAML).", "FILE"});
     parser.addOption({"slowdown", "Per-worker compute slowdown factors, e.g. 1,1,2,4.", "LIST"});
+    parser.addOption({"data-dirs", "One data folder per local worker, e.g. /data/a,/data/b: each worker trains\n"
+                                   "on its own folder's data (in --dataset's format), no global partition.", "LIST"});
     parser.addOption({"links", "Emulated links: lan, lan-hetero, wan, wan-hetero, none, or a file with an\n"
                                "N x N matrix of Mbit/s (one row per line).", "PRESET|FILE"});
     parser.addOption({"latency-ms", "Emulated latency of every link.", "MS"});
@@ -149,6 +153,13 @@ int RunCommand::exec(const QStringList &args)
         } else {
             overrides.insert(f.key, v);
         }
+    }
+    if (parser.isSet("data-dirs")) {
+        // Each worker trains on all of its own folder: no global partition.
+        QJsonArray dirs;
+        for (const QString &dir : parser.value("data-dirs").split(','))
+            dirs.append(QJsonObject{{"data_dir", dir.trimmed()}});
+        overrides.insert("worker_data", dirs);
     }
     if (parser.isSet("slowdown")) {
         QJsonArray factors;

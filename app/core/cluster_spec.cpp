@@ -2,6 +2,8 @@
 
 #include "structured_file.h"
 
+#include <job_spec.h>
+
 #include <QDir>
 #include <QHostAddress>
 #include <QJsonArray>
@@ -17,7 +19,8 @@ namespace {
 
 const QStringList kTopKeys = {"name", "known_hosts", "connect_timeout_s", "rendezvous_port", "agent_port", "hosts"};
 const QStringList kHostKeys = {"name", "address", "port", "user", "auth", "key_file", "work_dir",
-                               "listen", "agent_port", "agent_path", "slowdown", "link_mbps", "password"};
+                               "listen", "agent_port", "agent_path", "slowdown", "link_mbps", "password",
+                               "data_dir", "dataset"};
 
 // The engine's link matrix has no "uncapped" entry: links between hosts
 // without link_mbps get a cap no network here reaches.
@@ -127,6 +130,12 @@ std::optional<ClusterHost> readHost(const QJsonObject &o, int index, int default
         f.fail("agent_path", QStringLiteral("must be an absolute path"));
     h.slowdown = f.number("slowdown", 0, 1, 1000, false);
     h.linkMbps = f.number("link_mbps", 0, 0.01, 1e6, false);
+    h.dataDir = f.text("data_dir");
+    if (!h.dataDir.isEmpty() && !h.dataDir.startsWith('/'))
+        f.fail("data_dir", QStringLiteral("must be an absolute path on that host"));
+    h.dataset = f.text("dataset");
+    if (!h.dataset.isEmpty() && !protocol::datasetNames().contains(h.dataset))
+        f.fail("dataset", QStringLiteral("is \"%1\"; allowed: %2").arg(h.dataset, protocol::datasetNames().join(", ")));
     f.rejectUnknown(kHostKeys);
     if (!f.error().isEmpty()) {
         *error = f.error();
@@ -178,10 +187,13 @@ QJsonObject ClusterSpec::jobOverrides() const
 {
     QJsonObject out{{"workers", int(hosts.size())}};
     QJsonArray slowdown, links;
-    bool anySlowdown = false, anyLink = false;
+    QList<protocol::WorkerData> data;
+    bool anySlowdown = false, anyLink = false, anyData = false;
     for (const ClusterHost &a : hosts) {
         anySlowdown |= a.slowdown > 0;
         anyLink |= a.linkMbps > 0;
+        anyData |= !a.dataDir.isEmpty() || !a.dataset.isEmpty();
+        data.append({a.dataset, a.dataDir});
         slowdown.append(a.slowdown > 0 ? a.slowdown : 1.0);
         QJsonArray row;
         for (const ClusterHost &b : hosts) {
@@ -197,6 +209,8 @@ QJsonObject ClusterSpec::jobOverrides() const
         out.insert("slowdown", slowdown);
     if (anyLink)
         out.insert("emulation.links", links);
+    if (anyData)
+        out.insert("worker_data", protocol::workerDataJson(data));
     return out;
 }
 

@@ -25,6 +25,10 @@ struct ClusterHost {
     QString agentPath;  // a dlion-agent already installed there (no upload)
     double slowdown = 0;  // per-host emulated compute slowdown (0: from the job)
     double linkMbps = 0;  // per-host emulated cap on its links (0: from the job)
+    // The host's own training data, where it is (empty: the job's). When a
+    // host names either, every host's worker trains on its own data only.
+    QString dataDir;
+    QString dataset;
 };
 
 // A cluster file: the machines a real run deploys agents to. JSON or YAML,
@@ -38,7 +42,7 @@ struct ClusterHost {
 //   hosts:
 //     - {name: edge-1, address: 10.0.0.5, user: alice, auth: key,
 //        key_file: ~/.ssh/id_ed25519, work_dir: /tmp/dlion, slowdown: 2,
-//        link_mbps: 20}
+//        link_mbps: 20, dataset: imagefolder, data_dir: /srv/photos}
 //
 // Hosts become ranks in file order.
 struct ClusterSpec {
@@ -56,7 +60,8 @@ struct ClusterSpec {
     // What the cluster decides in a job, as job-file keys: "workers" (one
     // per host), and where hosts set them "slowdown" (1 for the others) and
     // "emulation.links" (a link is capped by the slower of its two ends;
-    // one between hosts without link_mbps by 100 Gbit/s, i.e. not at all).
+    // one between hosts without link_mbps by 100 Gbit/s, i.e. not at all),
+    // and "worker_data" where hosts name their own data.
     QJsonObject jobOverrides() const;
 };
 

@@ -7,6 +7,19 @@
 
 namespace dlion::core {
 
+namespace {
+
+// A per-worker list, where given, has one entry per worker.
+bool onePerWorker(const char *field, const char *what, qsizetype entries, int workers, QString *error)
+{
+    if (entries == 0 || entries == workers)
+        return true;
+    *error = QStringLiteral("field \"%1\" lists %2 %3 for %4 workers; give one per worker").arg(field).arg(entries).arg(what).arg(workers);
+    return false;
+}
+
+} // namespace
+
 std::optional<JobRequest> buildJob(const QString &jobFile, const QJsonObject &overrides, QString *error)
 {
     QJsonObject job;
@@ -45,11 +58,9 @@ std::optional<JobRequest> buildJob(const QString &jobFile, const QJsonObject &ov
         *error = jobFile.isEmpty() ? specError : QStringLiteral("%1: %2").arg(jobFile, specError);
         return std::nullopt;
     }
-    if (!spec->slowdown.isEmpty() && spec->slowdown.size() != req.workers) {
-        *error = QStringLiteral("field \"slowdown\" lists %1 factors for %2 workers; give one per worker")
-                     .arg(spec->slowdown.size()).arg(req.workers);
+    if (!onePerWorker("slowdown", "factors", spec->slowdown.size(), req.workers, error)
+        || !onePerWorker("worker_data", "data folders", spec->workerData.size(), req.workers, error))
         return std::nullopt;
-    }
     spec->world = req.workers;
     req.spec = *spec;
     return req;

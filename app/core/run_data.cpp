@@ -21,6 +21,7 @@ void RunData::reset(const protocol::JobSpec &job, int workers)
     m_rounds = QList<QList<protocol::RoundRecord>>(workers);
     m_outcomes = QList<QCborMap>(workers);
     m_lost = QStringList(workers);
+    m_data = QList<std::optional<protocol::DataSummary>>(workers);
 }
 
 namespace {
@@ -54,6 +55,8 @@ void RunData::add(const protocol::TelemetryBatch &batch)
         if (!seen)
             m_merges.append(m);
     }
+    for (const auto &d : batch.data)
+        setDataSummary(d);
 }
 
 void RunData::expectResends()
@@ -80,6 +83,14 @@ void RunData::setWorkerLost(int worker, const QString &reason)
 {
     if (worker >= 0 && worker < m_lost.size())
         m_lost[worker] = reason;
+}
+
+void RunData::setDataSummary(const protocol::DataSummary &summary)
+{
+    if (summary.worker >= 0 && summary.worker < m_data.size()) {
+        m_data[summary.worker] = summary;
+        ++m_dataReports;
+    }
 }
 
 void RunData::markEnded(bool ok, const QString &message)
@@ -178,6 +189,7 @@ QJsonObject RunData::summary() const
                                    {"mean_rate", rateSum / double(n)},
                                    {"slowdown", m_job.slowdownFor(w)},
                                    {"outcome", m_outcomes[w].toJsonObject()},
+                                   {"data", m_data[w] ? QJsonValue(protocol::toJson(*m_data[w])) : QJsonValue()},
                                    {"lost", m_lost[w].isEmpty() ? QJsonValue() : QJsonValue(m_lost[w])}});
     }
     QJsonArray evals, merges;

@@ -36,6 +36,9 @@ public:
     void expectResends();
     void setOutcome(int worker, const QCborMap &outcome);
     void setWorkerLost(int worker, const QString &reason);
+    // What `summary.worker` trains on (the latest report wins: a restarted
+    // worker reports again).
+    void setDataSummary(const protocol::DataSummary &summary);
     void markStarted() { m_started = QDateTime::currentDateTimeUtc(); }
     void markEnded(bool ok, const QString &message);
 
@@ -62,6 +65,9 @@ public:
     // which rebuilds a RunData from disk.
     const QCborMap &outcome(int worker) const { return m_outcomes[worker]; }
     const QString &lostReason(int worker) const { return m_lost[worker]; }
+    const std::optional<protocol::DataSummary> &dataSummary(int worker) const { return m_data[worker]; }
+    // Rises with every data summary received: the recorder stores them anew.
+    int dataReports() const { return m_dataReports; }
     QDateTime startedAt() const { return m_started; }
     QDateTime endedAt() const { return m_ended; }
     bool ok() const { return m_ok; }
@@ -86,6 +92,8 @@ private:
     qsizetype m_resendableEvals = 0;
     QList<QCborMap> m_outcomes;
     QStringList m_lost;
+    QList<std::optional<protocol::DataSummary>> m_data;
+    int m_dataReports = 0;
     QDateTime m_started, m_ended;
     bool m_ok = false;
     QString m_message;

@@ -59,6 +59,7 @@ bool RunRecorder::begin(const RunData *data)
     m_written = QList<qsizetype>(data->workers(), 0);
     m_segmentStart = m_written;
     m_evalsWritten = m_mergesWritten = 0;
+    m_dataReportsWritten = 0;
     m_samples = m_bytes = 0;
     const protocol::JobSpec &job = data->job();
     RunStore::NewRun row{job.toJson(), job.strategy, job.model, job.dataset, data->workers(), m_cluster, m_outDir};
@@ -91,6 +92,7 @@ void RunRecorder::resume(qint64 runId, const RunData *data)
     m_segmentStart = m_written;
     m_evalsWritten = data->evals().size();
     m_mergesWritten = data->merges().size();
+    m_dataReportsWritten = data->dataReports();
     m_timer.start();
 }
 
@@ -150,7 +152,9 @@ bool RunRecorder::write(bool final, const QString &status, const QString &messag
     p.samplesPerS = p.trainS > 0 ? double(samples) / p.trainS : 0.0;
     p.bytesSent = bytes;
     p.merges = int(d.merges().size());
-    ok = ok && m_store->updateRun(m_runId, p) && (!final || m_store->setWorkerOutcomes(m_runId, d))
+    // Outcomes come at the end; data summaries as workers start.
+    const bool outcomes = final || d.dataReports() != m_dataReportsWritten;
+    ok = ok && m_store->updateRun(m_runId, p) && (!outcomes || m_store->setWorkerOutcomes(m_runId, d))
         && m_store->commit();
     if (!ok) {
         m_store->rollback();
@@ -166,6 +170,7 @@ bool RunRecorder::write(bool final, const QString &status, const QString &messag
     m_segmentStart = segmentStart;
     m_evalsWritten = d.evals().size();
     m_mergesWritten = d.merges().size();
+    m_dataReportsWritten = d.dataReports();
     m_samples = samples;
     m_bytes = bytes;
     Q_EMIT committed(m_runId);

@@ -75,6 +75,7 @@ private:
     QList<qsizetype> m_segmentStart;  // first round of the chunks not yet compacted
     qsizetype m_evalsWritten = 0;
     qsizetype m_mergesWritten = 0;
+    int m_dataReportsWritten = 0;
     qint64 m_samples = 0;
     qint64 m_bytes = 0;
     bool m_finished = false;

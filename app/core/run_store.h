@@ -159,6 +159,8 @@ public:
         int merges = 0;
     };
     bool updateRun(qint64 runId, const Progress &progress);
+    // Per worker: outcome, loss reason and data summary, as the run row's
+    // outcomes_json (a data summary needs no column of its own).
     bool setWorkerOutcomes(qint64 runId, const RunData &data);
     bool deleteRun(qint64 id);
     bool addTag(qint64 id, const QString &tag);

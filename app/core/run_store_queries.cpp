@@ -218,6 +218,8 @@ std::optional<StoredRun> RunStore::loadRun(qint64 id)
             run.data.setOutcome(w, QCborMap::fromJsonObject(o.value("outcome").toObject()));
             if (!o.value("lost").toString().isEmpty())
                 run.data.setWorkerLost(w, o.value("lost").toString());
+            if (const auto summary = protocol::dataSummaryFromJson(o.value("data").toObject()))
+                run.data.setDataSummary(*summary);
         }
     }
     run.data.restoreTimes(info->startedAt, info->endedAt, info->status == QLatin1String("finished"), info->message);

@@ -108,8 +108,10 @@ bool RunStore::setWorkerOutcomes(qint64 runId, const RunData &data)
         return false;
     QJsonArray list;
     for (int w = 0; w < data.workers(); ++w) {
+        const auto &summary = data.dataSummary(w);
         list.append(QJsonObject{{"outcome", data.outcome(w).toJsonObject()},
-                                {"lost", data.lostReason(w).isEmpty() ? QJsonValue() : QJsonValue(data.lostReason(w))}});
+                                {"lost", data.lostReason(w).isEmpty() ? QJsonValue() : QJsonValue(data.lostReason(w))},
+                                {"data", summary ? QJsonValue(protocol::toJson(*summary)) : QJsonValue()}});
     }
     return exec(QStringLiteral("UPDATE runs SET outcomes_json = ? WHERE id = ?"),
                 {QString::fromUtf8(QJsonDocument(list).toJson(QJsonDocument::Compact)), runId});

@@ -75,7 +75,8 @@ Result writeHtml(const core::StoredRun &run, const QString &path)
              .arg(content::title(run).toHtmlEscaped(), content::subtitle(run).toHtmlEscaped());
     h += section("summary", QStringLiteral("Run summary"), content::summaryTable(run));
     h += section("metrics", QStringLiteral("Final metrics"),
-                 content::metricsTable(run) + QStringLiteral("<h3>Per worker</h3>") + content::workersTable(run));
+                 content::metricsTable(run) + QStringLiteral("<h3>Per worker</h3>") + content::workersTable(run)
+                     + QStringLiteral("<h3>Data per worker</h3>") + content::dataTable(run));
     h += section("accuracy", QStringLiteral("Accuracy"), figure(s, PlotKind::AccuracyVsTime) + figure(s, PlotKind::AccuracyVsStep));
     h += section("loss", QStringLiteral("Loss"), figure(s, PlotKind::LossVsTime) + figure(s, PlotKind::LossVsStep));
     h += section("shares", QStringLiteral("Compute shares over time"), figure(s, PlotKind::Shares));

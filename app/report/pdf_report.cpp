@@ -158,8 +158,8 @@ Result writePdf(const core::StoredRun &run, const QString &path)
     Flow flow(width, height);
     flow.text(QStringLiteral("<h1>%1</h1><p class=\"sub\">%2</p><h2>Run summary</h2>%3")
                   .arg(content::title(run).toHtmlEscaped(), content::subtitle(run).toHtmlEscaped(), content::summaryTable(run)));
-    flow.text(QStringLiteral("<h2>Final metrics</h2>%1<h3>Per worker</h3>%2")
-                  .arg(content::metricsTable(run), content::workersTable(run)));
+    flow.text(QStringLiteral("<h2>Final metrics</h2>%1<h3>Per worker</h3>%2<h3>Data per worker</h3>%3")
+                  .arg(content::metricsTable(run), content::workersTable(run), content::dataTable(run)));
     flow.text(QStringLiteral("<h2>Accuracy and loss</h2>"), true);
     const int plotH = 250;
     flow.plot(s, PlotKind::AccuracyVsTime, plotH);

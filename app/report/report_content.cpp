@@ -149,6 +149,28 @@ QString workersTable(const core::StoredRun &run)
     return h + QStringLiteral("</table>");
 }
 
+QString dataTable(const core::StoredRun &run)
+{
+    const QStringList &names = run.data.job().classNames;
+    QString h = QStringLiteral("<table class=\"grid\"><tr><th>worker</th><th>dataset</th><th>folder</th>"
+                               "<th>training samples</th><th>test samples</th><th>samples per class</th></tr>");
+    for (int w = 0; w < run.data.workers(); ++w) {
+        const auto &d = run.data.dataSummary(w);
+        if (!d)
+            continue;
+        QStringList classes;
+        for (qsizetype c = 0; c < d->histogram.size(); ++c)
+            classes.append(QStringLiteral("%1: %2").arg(names.value(c, QString::number(c))).arg(d->histogram[c]));
+        h += QStringLiteral("<tr><td>%1</td><td>%2</td><td>%3</td><td>%4</td><td>%5</td><td>%6</td></tr>")
+                 .arg(w)
+                 .arg(esc(d->dataset), esc(d->dataDir.isEmpty() ? QStringLiteral("–") : d->dataDir))
+                 .arg(d->samples)
+                 .arg(d->testSamples)
+                 .arg(esc(classes.join(QStringLiteral(", "))));
+    }
+    return h + QStringLiteral("</table>");
+}
+
 QString mergesTable(const core::StoredRun &run, int maxRows)
 {
     const auto &merges = run.data.merges();

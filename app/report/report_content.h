@@ -16,6 +16,7 @@ QString subtitle(const core::StoredRun &run);
 QString summaryTable(const core::StoredRun &run);  // spec, cluster, versions, tags, notes
 QString metricsTable(const core::StoredRun &run);  // final metrics
 QString workersTable(const core::StoredRun &run);  // per worker
+QString dataTable(const core::StoredRun &run);     // what each worker trained on
 QString mergesTable(const core::StoredRun &run, int maxRows);
 
 // Formatting shared with comparisons.

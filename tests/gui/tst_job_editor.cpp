@@ -1,6 +1,8 @@
 // Every strategy knob the job editor offers reaches a real run: the knobs
 // set in the editor go through `dlion run --config` into the engine, which
 // refuses a knob it does not know (as it once did Hop's "staleness").
+#include <host_dialog.h>
+#include <job_builder.h>
 #include <job_editor.h>
 
 #include <QCheckBox>
@@ -10,6 +12,7 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QLineEdit>
 #include <QProcess>
 #include <QSpinBox>
 #include <QTemporaryDir>
@@ -45,6 +48,8 @@ class TestJobEditor : public QObject {
 private Q_SLOTS:
     void knobsReachTheEngine_data();
     void knobsReachTheEngine();
+    void dataFieldsMakeAValidJob();
+    void hostDialogEditsTheHostsData();
 };
 
 void TestJobEditor::knobsReachTheEngine_data()
@@ -101,6 +106,48 @@ void TestJobEditor::knobsReachTheEngine()
     const QJsonObject s = QJsonDocument::fromJson(summary.readAll()).object();
     QCOMPARE(s.value("strategy").toString(), strategy);
     QCOMPARE(s.value("rounds").toArray().at(2).toArray().size(), 6);
+}
+
+void TestJobEditor::dataFieldsMakeAValidJob()
+{
+    ui::JobEditor editor;
+    select(editor, "dataset", "imagefolder");
+    fieldAs<QLineEdit>(editor, "worker_data")->setText("/data/a, /data/b");
+    select(editor, "test_set", "shared");
+    fieldAs<QLineEdit>(editor, "class_names")->setText("cat, dog");
+    const QJsonObject job = editor.job();
+    QString error;
+    const auto request = core::buildJob({}, QJsonObject{{"workers", 2}, {"worker_data", job.value("worker_data")},
+                                                       {"test_set", job.value("test_set")},
+                                                       {"class_names", job.value("class_names")},
+                                                       {"dataset", job.value("dataset")}},
+                                        &error);
+    QVERIFY2(request, qPrintable(error));
+    QCOMPARE(request->spec.dataFor(1).dataDir, QStringLiteral("/data/b"));
+    QCOMPARE(request->spec.dataFor(1).dataset, QStringLiteral("imagefolder"));
+    QCOMPARE(request->spec.testSet, QStringLiteral("shared"));
+    QCOMPARE(request->spec.classNames, (QStringList{"cat", "dog"}));
+    ui::JobEditor loaded;
+    loaded.setJob(job);
+    QCOMPARE(loaded.job(), job);
+}
+
+void TestJobEditor::hostDialogEditsTheHostsData()
+{
+    const QJsonObject given{{"name", "edge"}, {"address", "h"}, {"user", "u"}, {"slowdown", 2}, {"data_dir", "/old"}};
+    ui::HostDialog dialog(given);
+    auto *dir = dialog.findChild<QLineEdit *>("hostDataDir");
+    auto *format = dialog.findChild<QComboBox *>("hostDataset");
+    QVERIFY(dir && format);
+    QCOMPARE(dir->text(), QStringLiteral("/old"));
+    dir->setText("/srv/photos");
+    format->setCurrentIndex(format->findData("imagefolder"));
+    const QJsonObject host = dialog.host();
+    QCOMPARE(host.value("data_dir").toString(), QStringLiteral("/srv/photos"));
+    QCOMPARE(host.value("dataset").toString(), QStringLiteral("imagefolder"));
+    QCOMPARE(host.value("slowdown").toDouble(), 2.0);  // a field the dialog does not show stays
+    dir->setText("");
+    QVERIFY(!dialog.host().contains("data_dir"));
 }
 
 QTEST_MAIN(TestJobEditor)

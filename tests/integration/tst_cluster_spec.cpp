@@ -84,6 +84,12 @@ void TestClusterSpec::jobOverridesFollowTheHosts()
         QJsonObject{{"hosts", QJsonArray{host("a", {{"link_mbps", 40}}), host("b", {}), host("c", {})}}}, &error);
     QVERIFY2(twoFree, qPrintable(error));
     QCOMPARE(twoFree->jobOverrides().value("emulation.links").toArray().at(1).toArray().at(2).toDouble(), 100000.0);
+    // One host naming its data makes every host train on its own.
+    const auto ownData = ClusterSpec::fromJson(
+        QJsonObject{{"hosts", QJsonArray{host("a", {{"data_dir", "/d/a"}, {"dataset", "csv"}}), host("b", {})}}}, &error);
+    QVERIFY2(ownData, qPrintable(error));
+    QCOMPARE(ownData->jobOverrides().value("worker_data").toArray(),
+             (QJsonArray{QJsonObject{{"data_dir", "/d/a"}, {"dataset", "csv"}}, QJsonObject{}}));
 }
 
 void TestClusterSpec::mistakesNameHostAndField_data()
@@ -115,6 +121,8 @@ void TestClusterSpec::mistakesNameHostAndField_data()
     QTest::newRow("typo") << with("adress", "x") << "host \"edge-2\": field \"adress\" is not a cluster field";
     QTest::newRow("link_mbps") << with("link_mbps", -1) << "host \"edge-2\": field \"link_mbps\" must be a number from 0.01";
     QTest::newRow("slowdown") << with("slowdown", 0.5) << "host \"edge-2\": field \"slowdown\" must be a number from 1";
+    QTest::newRow("data_dir") << with("data_dir", "data") << "host \"edge-2\": field \"data_dir\" must be an absolute path";
+    QTest::newRow("dataset") << with("dataset", "parquet") << "host \"edge-2\": field \"dataset\" is \"parquet\"; allowed:";
 }
 
 void TestClusterSpec::mistakesNameHostAndField()

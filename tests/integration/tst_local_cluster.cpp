@@ -1,6 +1,7 @@
 // Real dlion-agent processes on loopback training real Fashion-MNIST.
 #include "child_processes.h"
 #include "cluster_fixture.h"
+#include "own_data_fixture.h"
 
 #include <run_recorder.h>
 #include <run_store.h>
@@ -32,6 +33,9 @@ private Q_SLOTS:
     void attachTakesOverAfterTheCliDies();
     void telemetryTheControllerDidNotStoreIsReplayed();
     void strangerOnTheDataPlaneCannotJoinOrInject();
+    void workersTrainOnTheirOwnFolders();
+    void ownDataOfOtherClassesFailsClearly();
+    void modelsThatCannotTakeTheSamplesFailClearly();
 };
 
 namespace {
@@ -334,6 +338,62 @@ void TestLocalCluster::telemetryTheControllerDidNotStoreIsReplayed()
         return;
     for (int w = 0; w < 2; ++w)
         QVERIFY(stored.rounds(w).size() > received[w]);
+}
+
+void TestLocalCluster::workersTrainOnTheirOwnFolders()
+{
+    // Non-iid by construction: worker 0 holds classes 0 and 1, worker 1
+    // class 2 only; neither sees the other's data.
+    QTemporaryDir tmp;
+    const QList<test::OwnCsvData> data = {{{30, 20, 0}}, {{0, 0, 40}}};
+    const QStringList dirs = {tmp.filePath("a"), tmp.filePath("b")};
+    for (int w = 0; w < 2; ++w)
+        data[w].write(dirs[w]);
+    QString output;
+    QVERIFY2(test::runCli({"run", "--config", test::writeClassNamesJob(tmp.path(), 3), "--workers", "2", "--data-dirs",
+                           dirs.join(','), "--max-rounds", "20", "--batch-size", "8", "--out", tmp.filePath("run"),
+                           "--store", tmp.filePath("runs.sqlite"), "--quiet"},
+                          120000, &output),
+             qPrintable(output));
+    test::expectOwnData(tmp.filePath("run"), tmp.filePath("runs.sqlite"), data, dirs);
+}
+void TestLocalCluster::ownDataOfOtherClassesFailsClearly()
+{
+    // Without class_names a worker holding classes 0-2 builds a bigger
+    // model than one holding 0-1: the run must say so, not crash.
+    QTemporaryDir tmp;
+    const QStringList dirs = {tmp.filePath("a"), tmp.filePath("b")};
+    test::OwnCsvData{{10, 10}}.write(dirs[0]);
+    test::OwnCsvData{{10, 10, 10}}.write(dirs[1]);
+    QString output;
+    QVERIFY(!test::runCli({"run", "--workers", "2", "--dataset", "csv", "--model", "mlp", "--data-dirs", dirs.join(','),
+                           "--max-rounds", "20", "--out", tmp.filePath("run"), "--quiet"},
+                          120000, &output));
+    QVERIFY2(output.contains("parameters, worker 0's") && output.contains("set class_names"), qPrintable(output));
+}
+void TestLocalCluster::modelsThatCannotTakeTheSamplesFailClearly()
+{
+    QTemporaryDir tmp;
+    test::OwnCsvData{{10, 10}}.write(tmp.path());
+    QString output;
+    // Tabular rows into a convolutional model.
+    QVERIFY(!test::runCli({"run", "--workers", "1", "--dataset", "csv", "--data-dir", tmp.path(), "--model", "lenet5",
+                           "--max-rounds", "5", "--out", tmp.filePath("run"), "--quiet"},
+                          60000, &output));
+    QVERIFY2(output.contains("needs images; tabular data (csv"), qPrintable(output));
+    // 4x4 images (plain PGM) are too small for LeNet-5's 5x5 kernels.
+    for (const char *split : {"train", "test"}) {
+        QVERIFY(QDir().mkpath(tmp.filePath(QStringLiteral("img/%1/a").arg(split))));
+        for (int i = 0; i < 12; ++i) {  // enough for one worker's partition
+            QFile pgm(tmp.filePath(QStringLiteral("img/%1/a/%2.pgm").arg(split).arg(i)));
+            QVERIFY(pgm.open(QIODevice::WriteOnly));
+            pgm.write("P2\n4 4\n255\n0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15\n");
+        }
+    }
+    QVERIFY(!test::runCli({"run", "--workers", "1", "--dataset", "imagefolder", "--data-dir", tmp.filePath("img"), "--model",
+                           "lenet5", "--max-rounds", "5", "--out", tmp.filePath("run2"), "--quiet"},
+                          60000, &output));
+    QVERIFY2(output.contains("model \"lenet5\" cannot take samples of 1x4x4 from imagefolder data"), qPrintable(output));
 }
 
 QTEST_GUILESS_MAIN(TestLocalCluster)

@@ -172,6 +172,14 @@ void TestReports::htmlReportParsesAndHasEverySection()
     const QString text = QString::fromUtf8(f.readAll());
     QVERIFY(text.contains(m_run->info.codeVersion.toHtmlEscaped()));
     QVERIFY(text.contains(QStringLiteral("Final test accuracy")));
+    // What each worker trained on, as it reported at its start.
+    const auto &data = m_run->data.dataSummary(0);
+    QVERIFY(data && data->samples > 0);
+    QStringList histogram;
+    for (qsizetype c = 0; c < data->histogram.size(); ++c)
+        histogram.append(QStringLiteral("%1: %2").arg(c).arg(data->histogram[c]));
+    QVERIFY2(text.contains(QStringLiteral("Data per worker")) && text.contains(histogram.join(QStringLiteral(", "))),
+             qPrintable(histogram.join(QStringLiteral(", "))));
     QVERIFY(!text.contains(QLatin1String("http://")) && !text.contains(QLatin1String("https://")));
 }
 

@@ -1,6 +1,7 @@
 // Deployment over a real sshd on loopback: host keys, logins, upload, start,
 // a short training run over the deployed agents, stop and cleanup.
 #include "cluster_fixture.h"
+#include "own_data_fixture.h"
 #include "sshd_fixture.h"
 
 #include <deployer.h>
@@ -88,6 +89,7 @@ private Q_SLOTS:
     void initTestCase();
     void unknownHostKeyIsAskedThenDeployRunAndStop();
     void cliRunOverClusterCleansUp();
+    void hostsTrainOnTheirOwnData();
     void cliStopRemovesAgentsOfADeadController();
     void cliAttachTakesOverAClusterRun();
     void sshAgentLogsIn();
@@ -189,6 +191,32 @@ void TestSshDeploy::cliRunOverClusterCleansUp()
     QCOMPARE(s.value("rounds").toArray().at(1).toArray().size(), 40);
     QCOMPARE(processesUnder(work), 0);
     QVERIFY2(!QFileInfo::exists(work + "/dlion-n0") && !QFileInfo::exists(work + "/dlion-n1"), qPrintable(log));
+}
+
+void TestSshDeploy::hostsTrainOnTheirOwnData()
+{
+    // Each host names its own folder in the cluster file; the two hold
+    // different classes (non-iid) and each reports its own histogram.
+    const QString work = m_work.filePath("own-data");
+    QTemporaryDir tmp;
+    const QList<test::OwnCsvData> data = {{{25, 0, 15}}, {{0, 30, 10}}};
+    const QStringList dirs = {tmp.filePath("h0"), tmp.filePath("h1")};
+    QJsonArray hosts;
+    for (int h = 0; h < 2; ++h) {
+        data[h].write(dirs[h]);
+        QJsonObject host = m_sshd.host(QStringLiteral("d%1").arg(h), work);
+        host.insert("data_dir", dirs[h]);
+        host.insert("dataset", "csv");
+        hosts.append(host);
+    }
+    const QString file = m_sshd.writeCluster("own-data.json", hosts, m_sshd.path("known_hosts"));
+    QString output;
+    QVERIFY2(test::runCli({"run", "--cluster", file, "--config", test::writeClassNamesJob(tmp.path(), 3), "--max-rounds",
+                           "20", "--batch-size", "8", "--out", tmp.filePath("run"), "--store", tmp.filePath("runs.sqlite"),
+                           "--quiet"},
+                          120000, &output),
+             qPrintable(output));
+    test::expectOwnData(tmp.filePath("run"), tmp.filePath("runs.sqlite"), data, dirs);
 }
 
 void TestSshDeploy::cliStopRemovesAgentsOfADeadController()

@@ -1,8 +1,10 @@
+#include <dataset_files.h>
 #include <dataset_source.h>
 #include <engine_error.h>
 #include <idx_reader.h>
 #include <partitioner.h>
 
+#include <QImage>
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -78,6 +80,45 @@ std::string messageOf(const std::function<void()> &fn)
     return {};
 }
 
+// An image of `w` x `h` whose pixel (x, y) is grey level `base + x + y`, or
+// that colour in red with green 7 and blue 9 when `colour`.
+void writeImage(const QString &path, int w, int h, int base, bool colour = false)
+{
+    QVERIFY(QDir().mkpath(QFileInfo(path).path()));
+    QImage img(w, h, colour ? QImage::Format_RGB888 : QImage::Format_Grayscale8);
+    for (int y = 0; y < h; ++y) {
+        for (int x = 0; x < w; ++x)
+            img.setPixel(x, y, colour ? qRgb(base + x + y, 7, 9) : qRgb(base + x + y, base + x + y, base + x + y));
+    }
+    QVERIFY(img.save(path));
+}
+
+// A .npy file: version 1 header for `descr` and `shape`, then `data`.
+QByteArray npy(const QByteArray &descr, const QByteArray &shape, const QByteArray &data, bool fortran = false)
+{
+    QByteArray header = "{'descr': '" + descr + "', 'fortran_order': " + (fortran ? "True" : "False")
+                        + ", 'shape': (" + shape + "), }";
+    while ((10 + header.size() + 1) % 64 != 0)
+        header.append(' ');
+    header.append('\n');
+    QByteArray out("\x93NUMPY\x01\x00", 8);
+    out.append(char(header.size() & 0xff)).append(char(header.size() >> 8));
+    return out + header + data;
+}
+
+template <typename T>
+QByteArray bytesOf(const std::vector<T> &v)
+{
+    return QByteArray(reinterpret_cast<const char *>(v.data()), qsizetype(v.size() * sizeof(T)));
+}
+
+// The message of `fn`'s EngineError names `file` and says `what`.
+void expectError(const std::function<void()> &fn, const QString &file, const char *what)
+{
+    const QString m = QString::fromStdString(messageOf(fn));
+    QVERIFY2(m.contains(file) && m.contains(QLatin1String(what)), qPrintable(m.isEmpty() ? QStringLiteral("no error") : m));
+}
+
 } // namespace
 
 class TestDatasets : public QObject {
@@ -95,6 +136,14 @@ private Q_SLOTS:
     void syntheticDatasetIsDeterministic();
     void cifarBinaryFormat();
     void shapesAreCifarSizedAndColourSaysNothing();
+    void imageFolderGivesSortedClassLabels();
+    void imageFolderTakesClassNamesAndColour();
+    void imageFolderBadFilesAreNamed();
+    void csvTableReadsFeaturesAndLabels();
+    void csvBadRowsAreNamed();
+    void npyArraysOfEachShape();
+    void npyBadHeadersAreNamed();
+    void userFormatsFollowTheirLayout();
 
 private:
     QTemporaryDir m_dir;
@@ -315,6 +364,177 @@ void TestDatasets::cifarBinaryFormat()
     QVERIFY(trunc.resize(3073 * 2 + 100));
     const std::string m = messageOf([&] { loadDataset("cifar10", dir.path().toStdString(), Split::Test); });
     QVERIFY2(m.find("truncated") != std::string::npos, m.c_str());
+}
+
+void TestDatasets::imageFolderGivesSortedClassLabels()
+{
+    QTemporaryDir dir;
+    writeImage(dir.filePath("dog/b.png"), 4, 3, 10);
+    writeImage(dir.filePath("cat/a.png"), 4, 3, 20);
+    writeImage(dir.filePath("cat/b.png"), 4, 3, 30);
+    writePlain(dir.filePath("cat/notes.txt"), "not an image");  // only image files count
+    const RawDataset d = readImageFolder(dir.path().toStdString(), {});
+    QCOMPARE(d.size, 3);
+    QCOMPARE(d.classes, 2);
+    QCOMPARE(d.channels, 1);
+    QCOMPARE(d.width, 4);
+    QCOMPARE(d.height, 3);
+    QVERIFY(!d.floats);
+    QCOMPARE(d.labels, (std::vector<std::uint8_t>{0, 0, 1}));  // cat, cat, dog
+    QCOMPARE(int(d.pixels[0]), 20);
+    QCOMPARE(int(d.pixels[12 + 4 * 2 + 3]), 30 + 3 + 2);  // cat/b.png (x 3, y 2)
+    QCOMPARE(int(d.pixels[24]), 10);
+    QCOMPARE(d.classHistogram(), (std::vector<std::int64_t>{2, 1}));
+    QVERIFY(d.mean > 0.05f && d.mean < 0.2f);
+}
+
+void TestDatasets::imageFolderTakesClassNamesAndColour()
+{
+    QTemporaryDir dir;
+    writeImage(dir.filePath("cat/a.png"), 5, 2, 40, true);
+    writeImage(dir.filePath("cat/b.png"), 5, 2, 50);  // grey, converted to RGB like the first
+    const RawDataset d = readImageFolder(dir.path().toStdString(), {"bird", "cat", "dog"});
+    QCOMPARE(d.classes, 3);
+    QCOMPARE(d.labels, (std::vector<std::uint8_t>{1, 1}));
+    QCOMPARE(d.channels, 3);
+    QCOMPARE(int(d.pixels[0]), 40);       // red plane first
+    QCOMPARE(int(d.pixels[10]), 7);       // then green
+    QCOMPARE(int(d.pixels[20 + 9]), 9);   // then blue
+    QCOMPARE(int(d.pixels[30]), 50);      // the grey image's red plane
+    QCOMPARE(d.classHistogram(), (std::vector<std::int64_t>{0, 2, 0}));
+    expectError([&] { readImageFolder(dir.path().toStdString(), {"bird", "dog"}); }, dir.filePath("cat"),
+                "not one of the job's class_names");
+}
+
+void TestDatasets::imageFolderBadFilesAreNamed()
+{
+    QTemporaryDir dir;
+    writeImage(dir.filePath("mixed/a/1.png"), 4, 4, 0);
+    writeImage(dir.filePath("mixed/b/2.png"), 5, 4, 0);
+    expectError([&] { readImageFolder(dir.filePath("mixed").toStdString(), {}); }, dir.filePath("mixed/b/2.png"),
+                "is 5x4 but");
+    writeImage(dir.filePath("trunc/a/1.png"), 16, 16, 0);
+    QFile png(dir.filePath("trunc/a/1.png"));
+    QVERIFY(png.resize(png.size() / 2));
+    expectError([&] { readImageFolder(dir.filePath("trunc").toStdString(), {}); }, png.fileName(), "cannot decode image");
+    QVERIFY(QDir().mkpath(dir.filePath("fake/a")));
+    writePlain(dir.filePath("fake/a/1.jpg"), "no jpeg here");
+    expectError([&] { readImageFolder(dir.filePath("fake").toStdString(), {}); }, dir.filePath("fake/a/1.jpg"),
+                "cannot decode image");
+    writeImage(dir.filePath("empty/a/1.png"), 4, 4, 0);
+    QVERIFY(QDir().mkpath(dir.filePath("empty/b")));
+    expectError([&] { readImageFolder(dir.filePath("empty").toStdString(), {}); }, dir.filePath("empty/b"),
+                "holds no images");
+    QVERIFY(QDir().mkpath(dir.filePath("none")));
+    expectError([&] { readImageFolder(dir.filePath("none").toStdString(), {}); }, dir.filePath("none"), "no class folders");
+    expectError([&] { readImageFolder(dir.filePath("absent").toStdString(), {}); }, dir.filePath("absent"), "is missing");
+}
+
+void TestDatasets::csvTableReadsFeaturesAndLabels()
+{
+    QTemporaryDir dir;
+    writePlain(dir.filePath("t.csv"), "height, label ,weight\r\n1.5,2,-3\n\n0,0,1e3\n");
+    const RawDataset d = readCsvTable(dir.filePath("t.csv").toStdString(), {});
+    QVERIFY(d.floats);
+    QCOMPARE(d.size, 2);
+    QCOMPARE(d.channels, 1);
+    QCOMPARE(d.height, 1);
+    QCOMPARE(d.width, 2);
+    QCOMPARE(d.classes, 3);
+    QCOMPARE(d.values, (std::vector<float>{1.5f, -3.f, 0.f, 1000.f}));
+    QCOMPARE(d.labels, (std::vector<std::uint8_t>{2, 0}));
+    QCOMPARE(readCsvTable(dir.filePath("t.csv").toStdString(), {"a", "b", "c", "d"}).classes, 4);
+}
+
+void TestDatasets::csvBadRowsAreNamed()
+{
+    QTemporaryDir dir;
+    const auto check = [&](const char *name, const QByteArray &text, const char *what) {
+        writePlain(dir.filePath(name), text);
+        expectError([&] { readCsvTable(dir.filePath(name).toStdString(), {}); }, dir.filePath(name), what);
+    };
+    check("word.csv", "x,label\n1,0\n2,abc\n", "line 3, column \"label\": \"abc\" is not a whole class id");
+    check("nan.csv", "x,label\nnan,0\n", "line 2, column \"x\": \"nan\" is not a finite number");
+    check("short.csv", "x,y,label\n1,2,0\n1,0\n", "line 3 has 2 fields but the header has 3");
+    check("nolabel.csv", "x,y\n1,2\n", "needs a header row naming a \"label\" column");
+    check("rows.csv", "x,label\n", "has a header but no data rows");
+    check("range.csv", "x,label\n1,300\n", "label 300 is out of range");
+    expectError([&] { readCsvTable(dir.filePath("absent.csv").toStdString(), {}); }, dir.filePath("absent.csv"),
+                "is missing");
+    writePlain(dir.filePath("names.csv"), "x,label\n1,2\n");
+    expectError([&] { readCsvTable(dir.filePath("names.csv").toStdString(), {"a", "b"}); }, dir.filePath("names.csv"),
+                "one per entry of class_names");
+}
+
+void TestDatasets::npyArraysOfEachShape()
+{
+    QTemporaryDir dir;
+    const QString x = dir.filePath("x.npy"), y = dir.filePath("y.npy");
+    writePlain(y, npy("<i8", "2,", bytesOf<std::int64_t>({1, 0})));
+    writePlain(x, npy("|u1", "2, 2, 3", bytesOf<std::uint8_t>({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11})));
+    RawDataset d = readNpyPair(x.toStdString(), y.toStdString(), {});
+    QCOMPARE(d.channels, 1);
+    QCOMPARE(d.height, 2);
+    QCOMPARE(d.width, 3);
+    QVERIFY(!d.floats);
+    QCOMPARE(int(d.pixels[11]), 11);
+    QCOMPARE(d.labels, (std::vector<std::uint8_t>{1, 0}));
+    QCOMPARE(d.classes, 2);
+    writePlain(x, npy("<f4", "2, 3, 1, 1", bytesOf<float>({0.5f, 1, 2, 3, 4, -5})));
+    d = readNpyPair(x.toStdString(), y.toStdString(), {});
+    QCOMPARE(d.channels, 3);
+    QVERIFY(d.floats);
+    QCOMPARE(d.values[5], -5.f);
+    writePlain(x, npy("<f8", "2, 2", bytesOf<double>({0.25, 1, 2, 3})));
+    d = readNpyPair(x.toStdString(), y.toStdString(), {});
+    QCOMPARE(d.height, 1);
+    QCOMPARE(d.width, 2);
+    QCOMPARE(d.values, (std::vector<float>{0.25f, 1, 2, 3}));
+}
+
+void TestDatasets::npyBadHeadersAreNamed()
+{
+    QTemporaryDir dir;
+    const QString x = dir.filePath("x.npy"), y = dir.filePath("y.npy");
+    writePlain(y, npy("<i4", "2,", bytesOf<std::int32_t>({0, 1})));
+    const QByteArray good = npy("|u1", "2, 2, 2", QByteArray(8, 1));
+    const auto check = [&](const QByteArray &xBytes, const QString &named, const char *what) {
+        writePlain(x, xBytes);
+        expectError([&] { readNpyPair(x.toStdString(), y.toStdString(), {}); }, named, what);
+    };
+    check("PK\x03\x04 a zip, not an array", x, "no NumPy magic");
+    check(npy("|u1", "2, 2, 2", QByteArray(8, 1)).replace("'shape'", "'shqpe'"), x, "lacks");
+    check(npy(">f4", "2, 2", QByteArray(16, 1)), x, "little-endian");
+    check(npy("|u1", "2, x", QByteArray(4, 1)), x, "is not a list of sizes");
+    check(npy("|u1", "2, 2, 2", QByteArray(8, 1), true), x, "Fortran order");
+    check(good.left(good.size() - 3), x, "truncated");
+    check(good.left(12), x, "header is truncated");
+    check(npy("|u1", "2, 1, 1, 2, 2", QByteArray(8, 1)), x, "expected (N, H, W), (N, C, H, W) or (N, F)");
+    check(npy("<i4", "2, 2", QByteArray(16, 1)), x, "must be uint8 or float32/float64");
+    check(npy("|u1", "3, 2", QByteArray(6, 1)), y, "holds 2 labels");
+    writePlain(y, npy("<f4", "2,", QByteArray(8, 0)));
+    check(good, y, "1-D array of integer labels");
+    writePlain(y, npy("<i4", "2,", bytesOf<std::int32_t>({0, -1})));
+    check(good, y, "label -1 is out of range");
+}
+
+void TestDatasets::userFormatsFollowTheirLayout()
+{
+    QTemporaryDir dir;
+    const std::string root = dir.path().toStdString();
+    writeImage(dir.filePath("train/a/1.png"), 3, 3, 0);
+    writeImage(dir.filePath("test/a/1.png"), 3, 3, 0);
+    writeImage(dir.filePath("test/a/2.png"), 3, 3, 0);
+    QCOMPARE(loadDataset("imagefolder", root, Split::Train).size, 1);
+    QCOMPARE(loadDataset("imagefolder", root, Split::Test).size, 2);
+    writePlain(dir.filePath("train.csv"), "f,label\n1,0\n2,1\n3,1\n");
+    QCOMPARE(loadDataset("csv", root, Split::Train).size, 3);
+    expectError([&] { loadDataset("csv", root, Split::Test); }, dir.filePath("test.csv"), "is missing");
+    QVERIFY(QDir().mkpath(dir.filePath("test")));
+    writePlain(dir.filePath("test/x.npy"), npy("<f4", "1, 2", bytesOf<float>({1, 2})));
+    writePlain(dir.filePath("test/y.npy"), npy("|u1", "1,", QByteArray(1, 0)));
+    QCOMPARE(loadDataset("npy", root, Split::Test).width, 2);
+    expectError([&] { loadDataset("npy", "", Split::Test); }, "npy", "needs data_dir");
 }
 
 QTEST_GUILESS_MAIN(TestDatasets)

@@ -237,6 +237,7 @@ void TestFrameCodec::telemetryRoundTrip()
     m.alpha = 0.5;
     m.manual = true;
     in.merges.append(m);
+    in.data.append(DataSummary{1, "csv", "/srv/a", 90, 12, {40, 0, 50}});
 
     FrameCodec tx, rx;
     rx.feed(tx.encode(Frame{MessageType::Telemetry, toCbor(in)}));
@@ -255,11 +256,17 @@ void TestFrameCodec::telemetryRoundTrip()
     QVERIFY(out.evals[0].primary);
     QCOMPARE(out.merges[0].to, 3);
     QVERIFY(out.merges[0].manual);
+    QCOMPARE(out.data.size(), 1);
+    QCOMPARE(out.data[0].dataDir, QString("/srv/a"));
+    QCOMPARE(out.data[0].testSamples, 12);
+    QCOMPARE(out.data[0].histogram, (QList<qint64>{40, 0, 50}));
+    QCOMPARE(dataSummaryFromJson(toJson(out.data[0]))->histogram, (QList<qint64>{40, 0, 50}));
     // Wrong shapes are refused rather than half-read.
     TelemetryBatch bad;
     QVERIFY(!fromCbor(QCborMap{{"rounds", 5}}, &bad));
     QVERIFY(!fromCbor(QCborMap{{"rounds", QCborArray{QCborMap{{"bw", "x"}}}}}, &bad));
     QVERIFY(!fromCbor(QCborMap{{"seq", "7"}}, &bad));
+    QVERIFY(!fromCbor(QCborMap{{"data", QCborArray{QCborMap{{"h", QCborArray{"x"}}}}}}, &bad));
     // An older agent's frames carry no number: unnumbered, nothing to acknowledge.
     TelemetryBatch old;
     old.seq = 9;

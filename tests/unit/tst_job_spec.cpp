@@ -63,6 +63,15 @@ void TestJobSpec::errorsNameTheField_data()
     QTest::newRow("checkpoint typo") << QJsonObject{{"checkpoint", QJsonObject{{"dir", "/c"}, {"every", 1}}}, {"budget", budget}} << "checkpoint.every";
     QTest::newRow("resume_from number") << QJsonObject{{"resume_from", 3}, {"budget", budget}} << "resume_from";
     QTest::newRow("rank >= world") << QJsonObject{{"rank", 3}, {"world", 2}, {"budget", budget}} << "rank";
+    QTest::newRow("worker_data not list") << QJsonObject{{"worker_data", "/d"}, {"budget", budget}} << "worker_data";
+    QTest::newRow("worker_data format") << QJsonObject{{"worker_data", QJsonArray{QJsonObject{{"dataset", "parquet"}}}}, {"budget", budget}}
+                                        << "worker_data[0].dataset";
+    QTest::newRow("worker_data typo") << QJsonObject{{"worker_data", QJsonArray{QJsonObject{{"dir", "/d"}}}}, {"budget", budget}}
+                                      << "worker_data[0].dir";
+    QTest::newRow("worker_data count") << QJsonObject{{"worker_data", QJsonArray{QJsonObject{}}}, {"world", 2}, {"budget", budget}}
+                                       << "worker_data";
+    QTest::newRow("test_set") << QJsonObject{{"test_set", "mine"}, {"budget", budget}} << "test_set";
+    QTest::newRow("class_names twice") << QJsonObject{{"class_names", QJsonArray{"a", "a"}}, {"budget", budget}} << "class_names";
 }
 
 void TestJobSpec::errorsNameTheField()
@@ -86,6 +95,9 @@ void TestJobSpec::jsonRoundTrip()
     s.verifyReplicas = true;
     s.checkpoint = {"/var/ckpt", 1.5, 4};
     s.resumeFrom = "/var/old";
+    s.workerData = {{"csv", "/a"}, {"", "/b"}, {"npy", ""}};
+    s.testSet = "shared";
+    s.classNames = {"cat", "dog"};
     QString error;
     auto back = protocol::JobSpec::fromJson(s.toJson(), &error);
     QVERIFY2(back, qPrintable(error));
@@ -97,6 +109,12 @@ void TestJobSpec::jsonRoundTrip()
     QCOMPARE(back->checkpoint.intervalS, 1.5);
     QCOMPARE(back->checkpoint.keep, 4);
     QCOMPARE(back->resumeFrom, QString("/var/old"));
+    QCOMPARE(back->dataFor(0).dataset, QString("csv"));
+    QCOMPARE(back->dataFor(1).dataset, s.dataset);
+    QCOMPARE(back->dataFor(1).dataDir, QString("/b"));
+    QCOMPARE(back->dataFor(2).dataDir, QString());  // another format does not take the job's folder
+    QCOMPARE(back->testSet, QString("shared"));
+    QCOMPARE(back->classNames, (QStringList{"cat", "dog"}));
     // Without a directory checkpoints are off and absent from the JSON.
     QVERIFY(!protocol::JobSpec().toJson().contains("checkpoint"));
 }
@@ -137,6 +155,10 @@ void TestJobSpec::overridesWinAndWorkersChecked()
     QVERIFY(error.contains("workers"));
     QVERIFY(!core::buildJob({}, QJsonObject{{"workers", 3}, {"slowdown", QJsonArray{1, 2}}}, &error));
     QVERIFY(error.contains("slowdown"));
+    const QJsonArray twoDirs{QJsonObject{{"data_dir", "/a"}}, QJsonObject{{"data_dir", "/b"}}};
+    QVERIFY(!core::buildJob({}, QJsonObject{{"workers", 3}, {"worker_data", twoDirs}}, &error));
+    QVERIFY2(error.contains("\"worker_data\" lists 2 data folders for 3 workers"), qPrintable(error));
+    QVERIFY2(core::buildJob({}, QJsonObject{{"workers", 2}, {"worker_data", twoDirs}}, &error), qPrintable(error));
 }
 
 void TestJobSpec::malformedFilesNameFileAndLine()
