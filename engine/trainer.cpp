@@ -37,24 +37,41 @@ torch::Tensor toLabels(const RawDataset &d, const std::vector<std::int64_t> &ind
     return out;
 }
 
-// Makes every parameter (and its gradient) a view into one flat buffer.
-void flatten(Model &model, torch::Tensor *params, torch::Tensor *grads)
+std::int64_t totalSize(const std::vector<torch::Tensor> &tensors)
 {
     std::int64_t total = 0;
-    for (const auto &p : model.parameters())
-        total += p.numel();
-    *params = torch::empty({total});
-    *grads = torch::zeros({total});
+    for (const auto &t : tensors)
+        total += t.numel();
+    return total;
+}
+
+// Makes each tensor a view into `flat` (their total size), and with
+// `grads` its gradient a view into that.
+void viewsInto(const std::vector<torch::Tensor> &tensors, const torch::Tensor &flat, const torch::Tensor *grads)
+{
     std::int64_t offset = 0;
     torch::NoGradGuard noGrad;
-    for (auto &p : model.parameters()) {
-        const std::int64_t n = p.numel();
-        auto view = params->narrow(0, offset, n).view_as(p);
-        view.copy_(p);
-        p.set_data(view);
-        p.mutable_grad() = grads->narrow(0, offset, n).view_as(p);
+    for (auto t : tensors) {
+        const std::int64_t n = t.numel();
+        auto view = flat.narrow(0, offset, n).view_as(t);
+        view.copy_(t);
+        t.set_data(view);
+        if (grads)
+            t.mutable_grad() = grads->narrow(0, offset, n).view_as(t);
         offset += n;
     }
+}
+
+// The buffers averaged and copied with the parameters (BatchNorm's running
+// statistics); integer ones (num_batches_tracked) stay each replica's own.
+std::vector<torch::Tensor> floatingBuffers(Model &model)
+{
+    std::vector<torch::Tensor> out;
+    for (const auto &b : model.buffers()) {
+        if (b.is_floating_point())
+            out.push_back(b);
+    }
+    return out;
 }
 
 } // namespace
@@ -89,7 +106,16 @@ Trainer::Trainer(const protocol::JobSpec &spec) : m_spec(spec), m_rng(spec.seed 
     // Same seed on every worker: replicas start identical.
     torch::manual_seed(spec.seed);
     m_model = makeModel(spec.model.toStdString(), train.channels, train.height, train.width, train.classes);
-    flatten(*m_model, &m_params, &m_grad);
+    m_inputShape = {train.channels, train.height, train.width};
+    const auto params = m_model->parameters();
+    const auto buffers = floatingBuffers(*m_model);
+    const std::int64_t count = totalSize(params);
+    m_state = torch::empty({count + totalSize(buffers)});
+    m_params = m_state.narrow(0, 0, count);
+    m_buffers = m_state.narrow(0, count, m_state.numel() - count);
+    m_grad = torch::zeros({count});
+    viewsInto(params, m_params, &m_grad);
+    viewsInto(buffers, m_buffers, nullptr);
     m_momentum = torch::zeros_like(m_params);
     m_cursor = m_trainX.size(0);  // the first batch shuffles
 }
@@ -181,15 +207,10 @@ EvalResult Trainer::evaluate()
     return evaluateOn(m_testX, m_testY);
 }
 
-EvalResult Trainer::evaluateWith(const torch::Tensor &params, int part, int parts)
+EvalResult Trainer::evaluateShard(int part, int parts)
 {
-    torch::NoGradGuard noGrad;
-    const torch::Tensor own = m_params.clone();
-    m_params.copy_(params);
     const auto n = m_testX.size(0);
-    const EvalResult r = evaluateOn(m_testX.slice(0, part, n, parts), m_testY.slice(0, part, n, parts));
-    m_params.copy_(own);
-    return r;
+    return evaluateOn(m_testX.slice(0, part, n, parts), m_testY.slice(0, part, n, parts));
 }
 
 EvalResult Trainer::evaluateHeldOut(std::int64_t samples)

@@ -8,6 +8,7 @@
 #include <attach_file.h>
 #include <checkpoint.h>
 #include <engine_error.h>
+#include <python_torch.h>
 
 #include <QDir>
 #include <QTemporaryDir>
@@ -104,6 +105,7 @@ private Q_SLOTS:
     void unwritableDirectoryWarnsAndTrainingGoesOn();
     void privateFilesFollowNoPlantedLink();
     void failedWriteKeepsThePreviousFile();
+    void batchNormStatisticsResume();
 };
 
 void TestCheckpoints::checkpointsRotateAndLoadBack()
@@ -289,6 +291,47 @@ void TestCheckpoints::failedWriteKeepsThePreviousFile()
     QVERIFY2(kept && kept->generation == 1, qPrintable(error));
     // No temporary left behind.
     QCOMPARE(QDir(tmp.path()).entryList(QDir::Files | QDir::Hidden), QStringList{QStringLiteral("attach.json")});
+}
+
+void TestCheckpoints::batchNormStatisticsResume()
+{
+    // A model with BatchNorm (examples/torchscript's small CNN: 8 and 16
+    // channels) checkpoints its running statistics, and a resumed run takes
+    // them back: the first evaluation after resuming scores as the run did
+    // before (with fresh statistics it would not).
+    if (test::pythonWithTorch().isEmpty())
+        QSKIP("/usr/bin/python3 has no torch");
+    QTemporaryDir tmp;
+    QString error;
+    const QString model = test::exportExampleModel(tmp.path(), {}, &error);
+    QVERIFY2(!model.isEmpty(), qPrintable(error));
+    const QString dir = tmp.filePath("ckpt");
+    protocol::JobSpec job = checkpointJob(dir, 4);
+    job.model = model;
+    job.strategy = "hop";
+    double accuracyBefore = 0;
+    {
+        test::LocalRun first;
+        QVERIFY(first.start(job, 2));
+        QVERIFY(first.waitFinished(60000));
+        QVERIFY2(first.ok, qPrintable(first.message));
+        accuracyBefore = first.session->data().lastGlobalEval()->globalAccuracy;
+    }
+    const engine::Checkpoint c = engine::Checkpoint::load(QDir(dir).filePath(checkpointsOf(dir, 0).last()));
+    QCOMPARE(c.buffers.size(), std::size_t(2 * (8 + 16)));  // running mean and variance per channel
+    // Trained statistics: no longer the initial means of 0 and variances of 1.
+    QVERIFY(std::any_of(c.buffers.begin(), c.buffers.begin() + 8, [](float m) { return std::abs(m) > 1e-3f; }));
+
+    job.checkpoint = {tmp.filePath("ckpt2"), 60, 1};
+    job.resumeFrom = dir;
+    job.budget.seconds = c.elapsedS + 2;
+    test::LocalRun resumed;
+    QVERIFY(resumed.start(job, 2));
+    QVERIFY(resumed.waitFinished(60000));
+    QVERIFY2(resumed.ok, qPrintable(resumed.message));
+    const double accuracyAfter = firstGlobalAccuracy(resumed.session->data());
+    QVERIFY2(accuracyAfter > 0.5 && std::abs(accuracyAfter - accuracyBefore) < 0.1,
+             qPrintable(QStringLiteral("before %1, first eval after %2").arg(accuracyBefore).arg(accuracyAfter)));
 }
 
 QTEST_GUILESS_MAIN(TestCheckpoints)
