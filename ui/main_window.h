@@ -79,6 +79,8 @@ private:
     void updateStatus();
     void log(const QString &text);
     void exportReportInteractively(qint64 runId);
+    // Asks where, then writes run `runId`'s final model (core::exportFinalModel).
+    void exportModelInteractively(qint64 runId);
     void savePreset();
     void loadPreset();
     QJsonObject currentPreset() const;

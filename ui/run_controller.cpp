@@ -7,6 +7,7 @@
 #include <handshake.h>
 #include <local_cluster.h>
 #include <local_rejoin.h>
+#include <model_export.h>
 #include <remote_agent.h>
 
 #include <QDateTime>
@@ -29,6 +30,7 @@ RunController::RunController(QObject *parent) : QObject(parent)
     connect(&m_recorder, &core::RunRecorder::recordingFailed, this,
             [this](const QString &why) { Q_EMIT message(tr("Recording this run failed: %1").arg(why)); });
     connect(&m_session, &core::RunSession::finished, this, [this](bool ok, const QString &text) {
+        keepFinalModel();
         releaseAgents();
         setPhase(ok ? Phase::Finished : Phase::Failed);
         Q_EMIT message(ok ? tr("Run finished.") : tr("Run failed: %1").arg(text));
@@ -217,6 +219,18 @@ void RunController::leaveRunning()
 int RunController::graceS() const
 {
     return m_attachPoint ? m_attachPoint->graceS() : 0;
+}
+
+void RunController::keepFinalModel()
+{
+    if (runDir().isEmpty())
+        return;  // a run without a folder: nothing to export it from later
+    QString error;
+    const QString path = core::keepFinalModel(m_session.data(), runDir(), &error);
+    if (!error.isEmpty())
+        Q_EMIT message(tr("The final model was not kept: %1").arg(error));
+    else if (!path.isEmpty())
+        Q_EMIT message(tr("Final model kept in %1 (File → Export trained model…)").arg(path));
 }
 
 QString RunController::runDir() const

@@ -96,6 +96,8 @@ private:
     void prepareRecording(const QJsonObject &cluster);
     // A folder for the run, and attach.json kept in it while it trains.
     void keepAttachPoint(core::AttachFile file, QString runDir = {});
+    // Writes the final model the run sent into its run folder.
+    void keepFinalModel();
 
     core::RunSession m_session;
     core::RunStore m_store;

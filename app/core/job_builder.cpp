@@ -2,10 +2,37 @@
 
 #include "structured_file.h"
 
+#include <QDir>
+#include <QFile>
+#include <QFileInfo>
 #include <QHostAddress>
 #include <QTcpServer>
 
 namespace dlion::core {
+
+namespace {
+
+// A TorchScript model file, checked without torch as far as that goes: it
+// exists and is a zip archive, as torch.jit.save writes. The agents check
+// the rest (a module, parameters, shapes) before they train. A relative
+// path is taken from the job file's folder when the job file names it.
+std::optional<QString> modelFile(const QString &model, const QString &base, QString *error)
+{
+    const QString path = QFileInfo(QDir(base), model).absoluteFilePath();
+    QFile f(path);
+    if (!f.open(QIODevice::ReadOnly)) {
+        *error = QStringLiteral("model %1: cannot read it (%2)").arg(path, f.errorString());
+        return std::nullopt;
+    }
+    if (f.read(4) != QByteArray("PK\x03\x04", 4)) {
+        *error = QStringLiteral("model %1: not a TorchScript module (not the zip archive torch.jit.save writes); save "
+                                "one from Python with torch.jit.script(model).save(PATH)").arg(path);
+        return std::nullopt;
+    }
+    return path;
+}
+
+} // namespace
 
 std::optional<JobRequest> buildJob(const QString &jobFile, const QJsonObject &overrides, QString *error)
 {
@@ -49,6 +76,13 @@ std::optional<JobRequest> buildJob(const QString &jobFile, const QJsonObject &ov
         *error = QStringLiteral("field \"slowdown\" lists %1 factors for %2 workers; give one per worker")
                      .arg(spec->slowdown.size()).arg(req.workers);
         return std::nullopt;
+    }
+    if (spec->model.endsWith(QLatin1String(".pt"))) {
+        const QString base = jobFile.isEmpty() || overrides.contains("model") ? QDir::currentPath() : QFileInfo(jobFile).path();
+        const auto path = modelFile(spec->model, base, error);
+        if (!path)
+            return std::nullopt;
+        spec->model = *path;
     }
     spec->world = req.workers;
     req.spec = *spec;
