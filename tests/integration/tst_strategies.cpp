@@ -227,11 +227,12 @@ void TestStrategies::userModelTrainsAndComesBack()
         QSKIP("/usr/bin/python3 has no torch");
     QFETCH(QString, strategy);
     QFETCH(QJsonObject, options);
-    QTemporaryDir dir;
-    QString error;
-    const QString source = test::exportExampleModel(dir.path(), {}, &error);
+    // Every row trains the same exported model: export and score it once
+    // (each Python start costs seconds).
+    static QTemporaryDir dir;
+    static QString error;
+    static const QString source = test::exportExampleModel(dir.path(), {}, &error);
     QVERIFY2(!source.isEmpty(), qPrintable(error));
-    // Every row exports the same model (the exporter seeds torch): score it once.
     static const double untrained = pythonAccuracy(source, kPairEvalSamples);
     QVERIFY(untrained >= 0);
     protocol::JobSpec job = pairJob(strategy, source, options);
