@@ -689,6 +689,20 @@ void MainWindow::exportReportInteractively(qint64 runId)
         QMessageBox::warning(this, tr("Export failed"), error);
 }
 
+QString MainWindow::exportModel(qint64 runId, const QString &path)
+{
+    core::RunStore store;
+    if (!store.open(core::RunStore::defaultPath(), core::RunStore::Mode::ReadOnly))
+        return store.errorString();
+    const auto run = store.loadRun(runId);
+    if (!run)
+        return store.errorString();
+    if (QString error; !core::exportFinalModel(*run, path, &error))
+        return error;
+    log(tr("Model of run #%1 exported: %2 (%3)").arg(runId).arg(path, run->data.finalModelInfo().value("format").toString()));
+    return {};
+}
+
 void MainWindow::exportModelInteractively(qint64 runId)
 {
     const QString path = QFileDialog::getSaveFileName(this, tr("Export the model of run #%1").arg(runId),
@@ -696,17 +710,9 @@ void MainWindow::exportModelInteractively(qint64 runId)
                                                       tr("PyTorch model (*.pt)"));
     if (path.isEmpty())
         return;
-    core::RunStore store;
-    QString error;
-    std::optional<core::StoredRun> run;
-    if (store.open(core::RunStore::defaultPath(), core::RunStore::Mode::ReadOnly))
-        run = store.loadRun(runId);
-    if (!run)
-        error = store.errorString();
-    if (run && core::exportFinalModel(*run, path, &error))
-        return log(tr("Model of run #%1 exported: %2 (%3)").arg(runId).arg(path,
-                       run->data.finalModelInfo().value("format").toString()));
-    QMessageBox::warning(this, tr("Export failed"), error);
+    const QString error = exportModel(runId, path);
+    if (!error.isEmpty())
+        QMessageBox::warning(this, tr("Export failed"), error);
 }
 
 void MainWindow::savePreset()
