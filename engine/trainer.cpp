@@ -1,5 +1,6 @@
 #include "trainer.h"
 
+#include "checkpoint.h"
 #include "dataset_source.h"
 #include "engine_error.h"
 #include "partitioner.h"
@@ -217,6 +218,21 @@ EvalResult Trainer::evaluateHeldOut(std::int64_t samples)
 {
     const std::int64_t n = std::min(samples, m_heldX.size(0));
     return evaluateOn(m_heldX.narrow(0, 0, n), m_heldY.narrow(0, 0, n));
+}
+
+std::string exportCheckpoint(const QString &path, protocol::JobSpec spec)
+{
+    const Checkpoint c = Checkpoint::load(path);
+    spec.model = c.model;
+    Trainer trainer(spec);
+    if (std::int64_t(c.params.size()) != trainer.parameterCount() || std::int64_t(c.buffers.size()) != trainer.bufferCount())
+        throw EngineError(QStringLiteral("checkpoint %1: its %2 parameters and %3 buffer values do not fit model \"%4\" on "
+                                         "%5 (%6 and %7); give the dataset it was trained on")
+                              .arg(path).arg(c.params.size()).arg(c.buffers.size()).arg(c.model, spec.dataset)
+                              .arg(trainer.parameterCount()).arg(trainer.bufferCount()).toStdString());
+    std::memcpy(trainer.flatParams().data_ptr<float>(), c.params.data(), c.params.size() * sizeof(float));
+    std::memcpy(trainer.flatBuffers().data_ptr<float>(), c.buffers.data(), c.buffers.size() * sizeof(float));
+    return trainer.model().serialized();
 }
 
 } // namespace dlion::engine

@@ -96,4 +96,10 @@ private:
     std::mt19937_64 m_rng;
 };
 
+// The model of checkpoint `path` as Model::serialized() writes it (a
+// TorchScript module or a state_dict). `spec` names the dataset, whose
+// input shape the model needs; the model itself is the checkpoint's.
+// Throws EngineError naming the file.
+std::string exportCheckpoint(const QString &path, protocol::JobSpec spec);
+
 } // namespace dlion::engine

@@ -107,6 +107,7 @@ private Q_SLOTS:
     void privateFilesFollowNoPlantedLink();
     void failedWriteKeepsThePreviousFile();
     void batchNormStatisticsResume();
+    void checkpointExportsForPytorch();
 };
 
 void TestCheckpoints::checkpointsRotateAndLoadBack()
@@ -347,6 +348,40 @@ void TestCheckpoints::batchNormStatisticsResume()
     QVERIFY2(std::sqrt(distance) < 0.5 * std::sqrt(norm),
              qPrintable(QStringLiteral("checkpoint %1, after one round %2").arg(QString::number(std::sqrt(norm)))
                             .arg(QString::fromLatin1(*out).trimmed())));
+}
+
+void TestCheckpoints::checkpointExportsForPytorch()
+{
+    // dlion export --checkpoint writes a built-in model's checkpoint as a
+    // state_dict that torch.load reads: its first weights are the file's.
+    if (test::pythonWithTorch().isEmpty())
+        QSKIP("/usr/bin/python3 has no torch");
+    QTemporaryDir tmp;
+    const QString dir = tmp.filePath("ckpt");
+    {
+        test::LocalRun run;
+        QVERIFY(run.start(checkpointJob(dir, 2), 2));
+        QVERIFY(run.waitFinished(60000));
+        QVERIFY2(run.ok, qPrintable(run.message));
+    }
+    const QString file = QDir(dir).filePath(checkpointsOf(dir, 0).last());
+    const engine::Checkpoint c = engine::Checkpoint::load(file);
+    const QString out = tmp.filePath("state.pt");
+    QProcess cli;
+    cli.start(qEnvironmentVariable("DLION_CLI"), {"export", "--checkpoint", file, "-o", out});
+    QVERIFY(cli.waitForFinished(120000));
+    QVERIFY2(cli.exitCode() == 0, cli.readAllStandardError().constData());
+    QString error;
+    const auto first = test::runPython({"-c", QStringLiteral("import torch\nprint(float(torch.load('%1')['fc1.weight'].flatten()[0]))").arg(out)},
+                                       &error);
+    QVERIFY2(first, qPrintable(error));
+    QCOMPARE(first->trimmed().toFloat(), c.params.front());
+    // A checkpoint of another dataset's shape is refused with the file named.
+    cli.start(qEnvironmentVariable("DLION_CLI"), {"export", "--checkpoint", file, "--dataset", "shapes", "-o", out});
+    QVERIFY(cli.waitForFinished(120000));
+    QCOMPARE(cli.exitCode(), 1);
+    const QString message = QString::fromLocal8Bit(cli.readAllStandardError());
+    QVERIFY2(message.contains(file) && message.contains("give the dataset it was trained on"), qPrintable(message));
 }
 
 QTEST_GUILESS_MAIN(TestCheckpoints)
