@@ -654,16 +654,30 @@ void MainWindow::applyPreset(const QJsonObject &preset)
     validate();
 }
 
+namespace {
+
+// Run `runId` of the default run store; nullopt with the store's message.
+std::optional<core::StoredRun> storedRun(qint64 runId, QString *error)
+{
+    core::RunStore store;
+    std::optional<core::StoredRun> run;
+    if (store.open(core::RunStore::defaultPath(), core::RunStore::Mode::ReadOnly))
+        run = store.loadRun(runId);
+    if (!run)
+        *error = store.errorString();
+    return run;
+}
+
+} // namespace
+
 QString MainWindow::exportReport(qint64 runId, const QString &path)
 {
     const QString suffix = QFileInfo(path).suffix().toLower();
     const auto format = report::parseFormat(suffix).value_or(report::Format::Csv);
-    core::RunStore store;
-    if (!store.open(core::RunStore::defaultPath(), core::RunStore::Mode::ReadOnly))
-        return store.errorString();
-    const auto run = store.loadRun(runId);
+    QString error;
+    const auto run = storedRun(runId, &error);
     if (!run)
-        return store.errorString();
+        return error;
     const report::Result result = report::writeReport(*run, format, path);
     if (!result.ok)
         return result.error;
@@ -691,13 +705,9 @@ void MainWindow::exportReportInteractively(qint64 runId)
 
 QString MainWindow::exportModel(qint64 runId, const QString &path)
 {
-    core::RunStore store;
-    if (!store.open(core::RunStore::defaultPath(), core::RunStore::Mode::ReadOnly))
-        return store.errorString();
-    const auto run = store.loadRun(runId);
-    if (!run)
-        return store.errorString();
-    if (QString error; !core::exportFinalModel(*run, path, &error))
+    QString error;
+    const auto run = storedRun(runId, &error);
+    if (!run || !core::exportFinalModel(*run, path, &error))
         return error;
     log(tr("Model of run #%1 exported: %2 (%3)").arg(runId).arg(path, run->data.finalModelInfo().value("format").toString()));
     return {};
