@@ -38,6 +38,9 @@ constexpr int kHandshakeTimeoutMs = 5000;
 // and tries again after this pause.
 constexpr int kAcceptRetryMs = 500;
 constexpr qint64 kLogIntervalMs = 10000;
+// The final model travels in the Finished frame: room for the frame's
+// other fields under FrameCodec::kDefaultMaxBody (8 MiB).
+constexpr qsizetype kMaxModelBytes = 7 << 20;
 
 qint64 peakRssKb()
 {
@@ -350,6 +353,27 @@ void AgentServer::sendError(const QString &message)
         m_controller->send(MessageType::Error, QCborMap{{"message", message}});
 }
 
+void AgentServer::addFinalModel(const engine::FinalModel &model)
+{
+    if (model.bytes.isEmpty())
+        return;
+    QCborArray shape;
+    for (std::int64_t d : model.inputShape)
+        shape.append(qint64(d));
+    m_finished.insert(QStringLiteral("model_info"), QCborMap{{"format", model.format},
+                                                             {"sha256", QString::fromLatin1(model.sha256)},
+                                                             {"parameters", model.parameters},
+                                                             {"input_shape", shape},
+                                                             {"accuracy", model.accuracy}});
+    // The frame limit bounds what the control plane carries; a larger
+    // model is described but not sent.
+    if (model.bytes.size() > kMaxModelBytes)
+        qCWarning(lcAgent) << "the final model (" << model.bytes.size() << "bytes) exceeds" << kMaxModelBytes
+                           << "bytes and is not sent to the controller";
+    else
+        m_finished.insert(QStringLiteral("model"), model.bytes);
+}
+
 void AgentServer::onJobFinished(bool ok, const QString &message, const engine::WorkerResult &result)
 {
     flushTelemetry();
@@ -363,6 +387,7 @@ void AgentServer::onJobFinished(bool ok, const QString &message, const engine::W
                           {"final_accuracy", result.finalEval.globalAccuracy},
                           {"final_local_accuracy", result.finalEval.accuracy},
                           {"peak_rss_kb", peakRssKb()}};
+    addFinalModel(result.model);
     if (m_controller)
         m_controller->send(MessageType::Finished, m_finished);
     if (m_shutdownAfterJob)

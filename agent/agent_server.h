@@ -82,6 +82,8 @@ private:
     void sendStatus(const QString &message = {});
     void sendError(const QString &message);
     void onJobFinished(bool ok, const QString &message, const engine::WorkerResult &result);
+    // The run's final model and what describes it, into m_finished.
+    void addFinalModel(const engine::FinalModel &model);
     void updateIdleTimer();
 
     Options m_options;

@@ -5,6 +5,8 @@
 #include <command_line.h>
 #include <dlion_version.h>
 #include <handshake.h>
+#include <safe_file.h>
+#include <trainer.h>
 
 #include <QCommandLineParser>
 #include <QCoreApplication>
@@ -22,6 +24,26 @@ int fail(const QString &message, int code = 2)
 {
     QTextStream(stderr) << "dlion-agent: " << message << "\n";
     return code;
+}
+
+// --export-checkpoint: the torch side of `dlion export --checkpoint`.
+int exportCheckpoint(const QCommandLineParser &parser)
+{
+    const QString output = parser.value("output");
+    if (output.isEmpty())
+        return fail(QStringLiteral("--export-checkpoint needs --output FILE"));
+    dlion::protocol::JobSpec spec;
+    spec.dataset = parser.value("dataset");
+    spec.dataDir = parser.value("data-dir");
+    try {
+        const std::string bytes = dlion::engine::exportCheckpoint(parser.value("export-checkpoint"), spec);
+        QString error;
+        if (!dlion::files::writeAtomically(output, QByteArray(bytes.data(), qsizetype(bytes.size())), &error))
+            return fail(error, 1);
+    } catch (const std::exception &e) {
+        return fail(QString::fromStdString(e.what()), 1);
+    }
+    return 0;
 }
 
 } // namespace
@@ -52,8 +74,14 @@ int main(int argc, char **argv)
     parser.addOption({"grace", "Seconds a job keeps training after its controller detaches.", "SECONDS", "30"});
     parser.addOption({"exit-with-parent", "Exit when the process that started this agent exits."});
     parser.addOption({"idle-exit", "Exit after SECONDS with no job and no controller (0 = never).", "SECONDS", "0"});
+    parser.addOption({"export-checkpoint", "Write checkpoint FILE's model for PyTorch to --output and exit.", "FILE"});
+    parser.addOption({"dataset", "With --export-checkpoint: the dataset it was trained on.", "NAME", "fashion-mnist"});
+    parser.addOption({"data-dir", "With --export-checkpoint: the dataset's folder.", "DIR"});
+    parser.addOption({"output", "With --export-checkpoint: the file to write.", "FILE"});
     if (int code = 0; !dlion::cmdline::parse(page, parser, app.arguments(), &code))
         return code;
+    if (parser.isSet("export-checkpoint"))
+        return exportCheckpoint(parser);
 
     if (parser.isSet("exit-with-parent")) {
         prctl(PR_SET_PDEATHSIG, SIGTERM);

@@ -16,7 +16,8 @@ namespace dlion::engine {
 namespace {
 
 constexpr char kMagic[8] = {'D', 'L', 'C', 'K', 'P', 'T', '0', '1'};
-constexpr std::uint32_t kVersion = 1;
+constexpr std::uint32_t kVersion = 2;
+constexpr std::uint32_t kOldestVersion = 1;  // no buffers
 // Far above any model here; read incrementally, so only a bound on a runaway file.
 constexpr qint64 kMaxBytes = qint64(1) << 34;
 
@@ -74,8 +75,8 @@ Checkpoint Checkpoint::load(const QString &path)
     char magic[sizeof kMagic];
     c.take(magic, sizeof magic);
     const auto version = c.get<std::uint32_t>();
-    if (!c.truncated() && version != kVersion)
-        throw fail(QStringLiteral("format version %1; this build reads version %2").arg(version).arg(kVersion));
+    if (!c.truncated() && (version < kOldestVersion || version > kVersion))
+        throw fail(QStringLiteral("format version %1; this build reads versions %2 to %3").arg(version).arg(kOldestVersion).arg(kVersion));
     Checkpoint out;
     out.worker = int(c.get<std::uint32_t>());
     out.round = c.get<std::int64_t>();
@@ -93,6 +94,13 @@ Checkpoint Checkpoint::load(const QString &path)
     out.momentum.resize(count);
     c.take(out.params.data(), count * sizeof(float));
     c.take(out.momentum.data(), count * sizeof(float));
+    if (version >= 2) {
+        const auto buffers = c.get<std::uint64_t>();
+        if (c.truncated() || buffers > std::uint64_t(bytes.size()) / sizeof(float))
+            throw fail(QStringLiteral("truncated (%1 bytes)").arg(bytes.size()));
+        out.buffers.resize(buffers);
+        c.take(out.buffers.data(), buffers * sizeof(float));
+    }
     const auto crc = c.get<std::uint32_t>();
     if (c.truncated())
         throw fail(QStringLiteral("truncated (%1 bytes)").arg(bytes.size()));
@@ -138,6 +146,8 @@ QString Checkpointer::save(const Checkpoint &c)
     buf.append(name);
     buf.append(reinterpret_cast<const char *>(c.params.data()), qsizetype(c.params.size() * sizeof(float)));
     buf.append(reinterpret_cast<const char *>(c.momentum.data()), qsizetype(c.momentum.size() * sizeof(float)));
+    put(buf, std::uint64_t(c.buffers.size()));
+    buf.append(reinterpret_cast<const char *>(c.buffers.data()), qsizetype(c.buffers.size() * sizeof(float)));
     put(buf, crcOf(buf.constData(), std::size_t(buf.size())));
 
     if (!QDir().mkpath(m_dir))

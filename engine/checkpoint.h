@@ -7,10 +7,12 @@
 
 namespace dlion::engine {
 
-// One worker's training state at the end of a round. The format (version 1,
+// One worker's training state at the end of a round. The format (version 2,
 // host byte order): magic "DLCKPT01", u32 version, u32 worker, i64 round,
 // f64 elapsed seconds, u32 model-name length + bytes, u64 parameter count,
-// the parameters and the momentum as float32, and a CRC-32 of all before it.
+// the parameters and the momentum as float32, u64 buffer count and the
+// floating-point buffers (BatchNorm statistics) as float32, and a CRC-32 of
+// all before it. Version 1 files, without the buffers, still load.
 struct Checkpoint {
     QString model;
     int worker = 0;
@@ -18,6 +20,7 @@ struct Checkpoint {
     double elapsedS = 0;
     std::vector<float> params;
     std::vector<float> momentum;  // same length as params
+    std::vector<float> buffers;   // empty in a version 1 file
 
     // Throws EngineError naming `path` when the file is unreadable,
     // truncated, of another format or fails its CRC.

@@ -42,7 +42,8 @@ void HopStrategy::afterStep(RoundContext &ctx)
     if (m_iteration < 0)
         m_iteration = ctx.round;  // every member starts a group at the source's round
     const std::int64_t k = m_iteration;
-    auto &w = m_trainer.flatParams();
+    // Neighbours average whole models: parameters and buffers.
+    auto &w = m_trainer.flatState();
 
     SparseGradient mine;
     mine.length = w.numel();

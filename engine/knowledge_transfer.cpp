@@ -42,7 +42,7 @@ void KnowledgeTransfer::run(Trainer &trainer, Mailbox &mailbox, const RoundConte
     }
     const int best = int(std::max_element(scores.begin(), scores.end()) - scores.begin());
     if (me == best) {
-        const torch::Tensor model = sparse_codec::encode({torch::Tensor(), trainer.flatParams(), trainer.parameterCount(), 0});
+        const torch::Tensor model = sparse_codec::encode({torch::Tensor(), trainer.flatState(), trainer.stateCount(), 0});
         // The freshest view of the outgoing links: this round's payloads may
         // have just found one slower than its receiver has reported yet.
         std::vector<double> reported(std::size_t(n), 0.0);
@@ -61,16 +61,16 @@ void KnowledgeTransfer::run(Trainer &trainer, Mailbox &mailbox, const RoundConte
     }
     if (!heard(Mailbox::Kind::Model, best))
         return;
-    torch::Tensor params;
+    torch::Tensor state;  // the best replica's parameters and buffers
     for (const auto &m : mailbox.take(Mailbox::Kind::Model)) {
         if (m.round == ctx.round && m.from == best && m.payload.numel() > 0)
-            params = sparse_codec::decodeFor(m.payload, trainer.parameterCount()).values;
+            state = sparse_codec::decodeFor(m.payload, trainer.stateCount()).values;
     }
     const double mine = scores[std::size_t(me)];
-    if (!params.defined() || mine >= scores[std::size_t(best)])
+    if (!state.defined() || mine >= scores[std::size_t(best)])
         return;
     torch::NoGradGuard noGrad;
-    merge(trainer.flatParams(), params, m_alpha);
+    merge(trainer.flatState(), state, m_alpha);
     // The merged replica is (1 - alpha) this one plus alpha the best. The
     // best one's momentum is not sent (it would double the transfer), so
     // only this replica's share of its own velocity is kept: the full

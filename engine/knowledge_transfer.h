@@ -15,7 +15,8 @@ struct RoundContext;
 
 // Direct knowledge transfer: workers score their replicas on the held-out
 // batch they all share; every worker weaker than the best one pulls its
-// parameters towards the best: w <- (1 - alpha) w + alpha w_best.
+// parameters and buffers (BatchNorm statistics) towards the best:
+// w <- (1 - alpha) w + alpha w_best.
 // Every worker calls run() in the same round: the scores go to every peer,
 // and the best worker sends each peer its model, or an empty message to a
 // peer that sits the merge out, so every worker knows what to wait for.

@@ -97,15 +97,22 @@ private:
 
 } // namespace
 
+bool isModelFile(const std::string &name)
+{
+    return name.size() > 3 && name.compare(name.size() - 3, 3, ".pt") == 0;
+}
+
 std::shared_ptr<Model> makeModel(const std::string &name, int channels, int height, int width, int classes)
 {
+    if (isModelFile(name))
+        return loadScriptModel(name, channels, height, width, classes);
     if (name == "mlp")
         return std::make_shared<Mlp>(channels * height * width, classes);
     if (name == "lenet5")
         return std::make_shared<LeNet5>(channels, height, width, classes);
     if (name == "cnn")
         return std::make_shared<Cnn>(channels, height, width, classes);
-    throw EngineError("unknown model \"" + name + "\" (use lenet5, mlp or cnn)");
+    throw EngineError("unknown model \"" + name + "\" (use lenet5, mlp, cnn or a TorchScript file ending in .pt)");
 }
 
 } // namespace dlion::engine

@@ -1,5 +1,6 @@
 #include "trainer.h"
 
+#include "checkpoint.h"
 #include "dataset_source.h"
 #include "engine_error.h"
 #include "partitioner.h"
@@ -41,22 +42,27 @@ torch::Tensor toLabels(const RawDataset &d, const std::vector<std::int64_t> &ind
     return out;
 }
 
-// Makes every parameter (and its gradient) a view into one flat buffer.
-void flatten(Model &model, torch::Tensor *params, torch::Tensor *grads)
+std::int64_t totalSize(const std::vector<torch::Tensor> &tensors)
 {
     std::int64_t total = 0;
-    for (const auto &p : model.parameters())
-        total += p.numel();
-    *params = torch::empty({total});
-    *grads = torch::zeros({total});
+    for (const auto &t : tensors)
+        total += t.numel();
+    return total;
+}
+
+// Makes each tensor a view into `flat` (their total size), and with
+// `grads` its gradient a view into that.
+void viewsInto(const std::vector<torch::Tensor> &tensors, const torch::Tensor &flat, const torch::Tensor *grads)
+{
     std::int64_t offset = 0;
     torch::NoGradGuard noGrad;
-    for (auto &p : model.parameters()) {
-        const std::int64_t n = p.numel();
-        auto view = params->narrow(0, offset, n).view_as(p);
-        view.copy_(p);
-        p.set_data(view);
-        p.mutable_grad() = grads->narrow(0, offset, n).view_as(p);
+    for (auto t : tensors) {
+        const std::int64_t n = t.numel();
+        auto view = flat.narrow(0, offset, n).view_as(t);
+        view.copy_(t);
+        t.set_data(view);
+        if (grads)
+            t.mutable_grad() = grads->narrow(0, offset, n).view_as(t);
         offset += n;
     }
 }
@@ -80,6 +86,18 @@ void checkTestFits(const RawDataset &train, const RawDataset &test, const protoc
         throw EngineError("the test split of " + where + " has labels up to " + std::to_string(test.classes - 1)
                           + " but the training split only up to " + std::to_string(train.classes - 1)
                           + "; set class_names in the job to fix the classes");
+}
+
+// The buffers averaged and copied with the parameters (BatchNorm's running
+// statistics); integer ones (num_batches_tracked) stay each replica's own.
+std::vector<torch::Tensor> floatingBuffers(Model &model)
+{
+    std::vector<torch::Tensor> out;
+    for (const auto &b : model.buffers()) {
+        if (b.is_floating_point())
+            out.push_back(b);
+    }
+    return out;
 }
 
 } // namespace
@@ -152,7 +170,16 @@ Trainer::Trainer(const protocol::JobSpec &spec) : m_spec(spec), m_rng(spec.seed 
                           + std::to_string(train.width) + " from " + own.dataset.toStdString()
                           + " data; choose a model for that size (mlp takes any)");
     }
-    flatten(*m_model, &m_params, &m_grad);
+    m_inputShape = {train.channels, train.height, train.width};
+    const auto params = m_model->parameters();
+    const auto buffers = floatingBuffers(*m_model);
+    const std::int64_t count = totalSize(params);
+    m_state = torch::empty({count + totalSize(buffers)});
+    m_params = m_state.narrow(0, 0, count);
+    m_buffers = m_state.narrow(0, count, m_state.numel() - count);
+    m_grad = torch::zeros({count});
+    viewsInto(params, m_params, &m_grad);
+    viewsInto(buffers, m_buffers, nullptr);
     m_momentum = torch::zeros_like(m_params);
     m_cursor = m_trainX.size(0);  // the first batch shuffles
 }
@@ -246,21 +273,31 @@ EvalResult Trainer::evaluate()
     return evaluateOn(m_testX, m_testY);
 }
 
-EvalResult Trainer::evaluateWith(const torch::Tensor &params, int part, int parts)
+EvalResult Trainer::evaluateShard(int part, int parts)
 {
-    torch::NoGradGuard noGrad;
-    const torch::Tensor own = m_params.clone();
-    m_params.copy_(params);
     const auto n = m_testX.size(0);
-    const EvalResult r = evaluateOn(m_testX.slice(0, part, n, parts), m_testY.slice(0, part, n, parts));
-    m_params.copy_(own);
-    return r;
+    return evaluateOn(m_testX.slice(0, part, n, parts), m_testY.slice(0, part, n, parts));
 }
 
 EvalResult Trainer::evaluateHeldOut(std::int64_t samples)
 {
     const std::int64_t n = std::min(samples, m_heldX.size(0));
     return evaluateOn(m_heldX.narrow(0, 0, n), m_heldY.narrow(0, 0, n));
+}
+
+std::string exportCheckpoint(const QString &path, protocol::JobSpec spec)
+{
+    const Checkpoint c = Checkpoint::load(path);
+    spec.model = c.model;
+    Trainer trainer(spec);
+    if (std::int64_t(c.params.size()) != trainer.parameterCount() || std::int64_t(c.buffers.size()) != trainer.bufferCount())
+        throw EngineError(QStringLiteral("checkpoint %1: its %2 parameters and %3 buffer values do not fit model \"%4\" on "
+                                         "%5 (%6 and %7); give the dataset it was trained on")
+                              .arg(path).arg(c.params.size()).arg(c.buffers.size()).arg(c.model, spec.dataset)
+                              .arg(trainer.parameterCount()).arg(trainer.bufferCount()).toStdString());
+    std::memcpy(trainer.flatParams().data_ptr<float>(), c.params.data(), c.params.size() * sizeof(float));
+    std::memcpy(trainer.flatBuffers().data_ptr<float>(), c.buffers.data(), c.buffers.size() * sizeof(float));
+    return trainer.model().serialized();
 }
 
 } // namespace dlion::engine

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <random>
+#include <vector>
 
 namespace dlion::engine {
 
@@ -28,6 +29,9 @@ struct EvalResult {
 // tensors are views into it), so strategies communicate and merge whole
 // models without copies. SGD keeps its momentum in a third flat buffer, so
 // a joining worker or a checkpoint takes the whole optimizer state too.
+// Floating-point buffers (BatchNorm statistics) follow the parameters in
+// one flat state, so whatever sends, copies or averages the state takes
+// them along (docs/architecture.md, "Buffers").
 class Trainer {
 public:
     // Loads the data: partition `rank` of `world` of the job's dataset, or
@@ -42,9 +46,9 @@ public:
     // This replica on the test subset (the first eval_samples, the same on
     // every worker).
     EvalResult evaluate();
-    // `params` (a flat vector like flatParams()) on part `part` of `parts`
-    // of the subset (every parts-th sample); this replica is left as it was.
-    EvalResult evaluateWith(const torch::Tensor &params, int part, int parts);
+    // This replica on part `part` of `parts` of the test subset (every
+    // parts-th sample).
+    EvalResult evaluateShard(int part, int parts);
     // This replica on the held-out training samples every worker shares
     // (the yardstick DKT compares replicas with).
     EvalResult evaluateHeldOut(std::int64_t samples);
@@ -52,7 +56,16 @@ public:
     torch::Tensor &flatParams() { return m_params; }
     torch::Tensor &flatGrad() { return m_grad; }
     torch::Tensor &flatMomentum() { return m_momentum; }
+    // The floating-point buffers (BatchNorm statistics), flat like the
+    // parameters; empty for a model without them.
+    torch::Tensor &flatBuffers() { return m_buffers; }
+    // The parameters followed by the buffers: the replica's whole model.
+    torch::Tensor &flatState() { return m_state; }
     std::int64_t parameterCount() const { return m_params.numel(); }
+    std::int64_t bufferCount() const { return m_buffers.numel(); }
+    std::int64_t stateCount() const { return m_state.numel(); }
+    // The model's input (C, H, W), from the dataset.
+    const std::vector<std::int64_t> &inputShape() const { return m_inputShape; }
     // FNV-1a over the parameter bytes: equal digests mean identical replicas.
     std::uint64_t parameterDigest() const;
     std::int64_t localTrainSize() const { return m_trainX.size(0); }
@@ -72,7 +85,9 @@ private:
 
     protocol::JobSpec m_spec;
     std::shared_ptr<Model> m_model;
-    torch::Tensor m_params, m_grad, m_momentum;
+    torch::Tensor m_state, m_params, m_buffers;  // the latter two are views into m_state
+    torch::Tensor m_grad, m_momentum;
+    std::vector<std::int64_t> m_inputShape;
     torch::Tensor m_trainX, m_trainY, m_testX, m_testY, m_heldX, m_heldY;  // NCHW, uint8 or float
     torch::Tensor m_featureMean, m_featureStd;  // float data's standardisation
     // The last batch, normalised, in one buffer reused by every batch: a
@@ -87,5 +102,11 @@ private:
     protocol::DataSummary m_data;
     std::mt19937_64 m_rng;
 };
+
+// The model of checkpoint `path` as Model::serialized() writes it (a
+// TorchScript module or a state_dict). `spec` names the dataset, whose
+// input shape the model needs; the model itself is the checkpoint's.
+// Throws EngineError naming the file.
+std::string exportCheckpoint(const QString &path, protocol::JobSpec spec);
 
 } // namespace dlion::engine

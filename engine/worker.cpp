@@ -11,6 +11,7 @@
 #include "trainer.h"
 #include "worker_progress.h"
 
+#include <QCryptographicHash>
 #include <QLoggingCategory>
 
 #include <torch/utils.h>
@@ -26,6 +27,23 @@ Q_LOGGING_CATEGORY(lcEngine, "dlion.engine")
 namespace dlion::engine {
 
 namespace {
+
+// The replica as the run's final model. After the final evaluation every
+// replica holds the average model the evaluation scored (consensus
+// accuracy); a run that stopped at its target under all-reduce holds
+// identical replicas, scored as this one's own accuracy.
+FinalModel finalModel(Trainer &trainer, const protocol::EvalRecord &e)
+{
+    FinalModel m;
+    const std::string bytes = trainer.model().serialized();
+    m.bytes = QByteArray(bytes.data(), qsizetype(bytes.size()));
+    m.format = QString::fromStdString(trainer.model().format());
+    m.sha256 = QCryptographicHash::hash(m.bytes, QCryptographicHash::Sha256).toHex();
+    m.parameters = trainer.parameterCount();
+    m.inputShape = trainer.inputShape();
+    m.accuracy = e.final && e.consensusAccuracy > 0 ? e.consensusAccuracy : e.accuracy;
+    return m;
+}
 
 // How long a worker whose group broke waits for the controller's next plan.
 // The controller notices a dead agent at once (its connection drops) or
@@ -127,11 +145,15 @@ void Worker::restore(Trainer &trainer, Progress &progress)
     const QString path = Checkpoint::latest(m_spec.resumeFrom, m_spec.rank);
     const Checkpoint c = Checkpoint::load(path);
     const auto n = std::size_t(trainer.parameterCount());
-    if (c.model != m_spec.model || c.params.size() != n)
-        throw EngineError(QStringLiteral("checkpoint %1 holds model \"%2\" with %3 parameters; this job trains \"%4\" with %5")
-                              .arg(path, c.model).arg(c.params.size()).arg(m_spec.model).arg(n).toStdString());
+    const auto buffers = std::size_t(trainer.bufferCount());
+    if (c.model != m_spec.model || c.params.size() != n || c.buffers.size() != buffers)
+        throw EngineError(QStringLiteral("checkpoint %1 holds model \"%2\" with %3 parameters and %4 buffer values; this "
+                                         "job trains \"%5\" with %6 and %7")
+                              .arg(path, c.model).arg(c.params.size()).arg(c.buffers.size()).arg(m_spec.model).arg(n)
+                              .arg(buffers).toStdString());
     std::memcpy(trainer.flatParams().data_ptr<float>(), c.params.data(), n * sizeof(float));
     std::memcpy(trainer.flatMomentum().data_ptr<float>(), c.momentum.data(), n * sizeof(float));
+    std::memcpy(trainer.flatBuffers().data_ptr<float>(), c.buffers.data(), buffers * sizeof(float));
     progress.result.rounds = c.round;
     trainer.setRound(c.round);
     progress.adopt(c.elapsedS);
@@ -152,8 +174,10 @@ void Worker::maybeCheckpoint(Trainer &trainer, Progress &progress)
     c.elapsedS = progress.lastCheckpointT;
     const float *p = trainer.flatParams().data_ptr<float>();
     const float *m = trainer.flatMomentum().data_ptr<float>();
+    const float *b = trainer.flatBuffers().data_ptr<float>();
     c.params.assign(p, p + trainer.parameterCount());
     c.momentum.assign(m, m + trainer.parameterCount());
+    c.buffers.assign(b, b + trainer.bufferCount());
     const QString error = m_checkpointer->save(c);
     if (error.isEmpty()) {
         if (progress.checkpointFailing)
@@ -211,11 +235,12 @@ void Worker::joinGroup(Comm &comm, const protocol::GroupPlan &plan, Trainer &tra
     setState("rendezvous");
     comm.connect();
     emulator.setGroup(std::vector<int>(plan.members.begin(), plan.members.end()));
-    // Every member starts from the source's replica and progress: identical
-    // replicas at the start, the best one's after a regroup.
+    // Every member starts from the source's replica (parameters and
+    // buffers) and progress: identical replicas at the start, the best
+    // one's after a regroup.
     const int source = plan.rankOf(plan.source);
     checkModelSizes(comm, plan, trainer);
-    comm.broadcast(trainer.flatParams(), source);
+    comm.broadcast(trainer.flatState(), source);
     comm.broadcast(trainer.flatMomentum(), source);
     auto shared = torch::tensor({double(progress.result.rounds), progress.elapsed(), progress.lastEvalT}, torch::kDouble);
     comm.broadcast(shared, source);
@@ -302,6 +327,8 @@ WorkerResult Worker::run()
         }
         plan = *next;
     }
+    if (progress.result.finalEval.primary)
+        progress.result.model = finalModel(trainer, progress.result.finalEval);
     progress.result.stoppedByRequest = m_stop;
     progress.result.seconds = progress.elapsed();
     qCInfo(lcEngine) << "worker" << m_spec.rank << "finished after" << progress.result.rounds << "rounds, accuracy"
@@ -311,23 +338,30 @@ WorkerResult Worker::run()
 
 protocol::EvalRecord Worker::evaluateGroup(Comm &comm, Trainer &trainer, Progress &progress, bool final)
 {
-    // Every replica on the same test subset; at the end also the
-    // parameter-averaged model, each rank scoring a 1/n shard of the subset
+    // Every replica on the same test subset; at the end also the averaged
+    // model (parameters and buffers), which every replica then adopts as
+    // the run's final model, each rank scoring a 1/n shard of the subset
     // with it (only then: on real links the model crossing every link at
     // each evaluation would take the training's bandwidth). This is the
     // experimenter's measurement, not training: its time is taken off the
     // training clock and its collectives are not paced, for every strategy
-    // alike.
+    // alike. All-reduce's replicas share their parameters already; they
+    // average their buffers at each evaluation, so every replica scores,
+    // and keeps, the same BatchNorm statistics.
     const int rank = comm.rank(), world = comm.world();
     const double t = progress.elapsed();
     const auto started = Clock::now();
+    auto average = [&](torch::Tensor &flat) {
+        comm.allreduceSum(flat, Comm::Pace::Free);
+        flat.div_(world);
+    };
+    if (!final && trainer.bufferCount() > 0)
+        average(trainer.flatBuffers());
     const EvalResult local = trainer.evaluate();
     EvalResult shard;
     if (final) {
-        torch::Tensor consensus = trainer.flatParams().clone();
-        comm.allreduceSum(consensus, Comm::Pace::Free);
-        consensus.div_(world);
-        shard = trainer.evaluateWith(consensus, rank, world);
+        average(trainer.flatState());
+        shard = trainer.evaluateShard(rank, world);
     }
     auto all = torch::zeros({2 * world + 3}, torch::kDouble);
     auto *s = all.data_ptr<double>();

@@ -44,12 +44,23 @@ struct WorkerHooks {
     std::function<void(int generation, const QString &why)> groupFailed;
 };
 
+// The model a run ends with, as the file Python loads (Model::serialized).
+struct FinalModel {
+    QByteArray bytes;  // empty: this worker does not report the run's model
+    QString format;    // "torchscript" or "state_dict"
+    QByteArray sha256;  // hex, of `bytes`
+    qint64 parameters = 0;
+    std::vector<std::int64_t> inputShape;  // C, H, W
+    double accuracy = 0;  // on the test subset, as the run reported it
+};
+
 struct WorkerResult {
     qint64 rounds = 0;
     double seconds = 0;  // training time, pauses excluded
     qint64 samples = 0;  // computed by this worker
     bool stoppedByRequest = false;
     protocol::EvalRecord finalEval;
+    FinalModel model;  // from the worker that reports the final evaluation
 };
 
 // One worker of a distributed job: loads its data partition, joins the

@@ -325,7 +325,9 @@ std::optional<JobSpec> JobSpec::fromJson(const QJsonObject &json, QString *error
             r.failRaw(QStringLiteral("unknown field \"%1\" in the job (check its spelling)").arg(it.key()));
     }
     r.str("strategy", s.strategy, kStrategies);
-    r.str("model", s.model, kModels);
+    r.str("model", s.model);
+    if (!kModels.contains(s.model) && !s.model.endsWith(QLatin1String(".pt")))
+        r.fail("model", QStringLiteral("is \"%1\"; allowed: %2, or a TorchScript file PATH.pt").arg(s.model, kModels.join(", ")));
     r.str("dataset", s.dataset, kDatasets);
     r.str("data_dir", s.dataDir);
     r.str("partition", s.partition);

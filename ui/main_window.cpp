@@ -10,6 +10,7 @@
 #include "local_cluster_form.h"
 #include "preset_store.h"
 #include <attach_file.h>
+#include <model_export.h>
 #include <report_writer.h>
 #include "run_list_dialog.h"
 #include "studio_resources.h"
@@ -218,6 +219,13 @@ void MainWindow::buildActions()
                                                  tr("No run recorded in this session yet. Use File → Runs to export an earlier one.")));
         exportReportInteractively(m_controller.recordedRunId());
     });
+    auto *exportModel = new QAction(icon("export"), tr("Export trained &model…"), this);
+    exportModel->setToolTip(tr("The final model of the current or last run, for PyTorch"));
+    connect(exportModel, &QAction::triggered, this, [this] {
+        if (m_controller.recordedRunId() <= 0)
+            return void(QMessageBox::information(this, tr("Nothing to export"), tr("No run recorded in this session yet.")));
+        exportModelInteractively(m_controller.recordedRunId());
+    });
     m_attach = new QAction(icon("start"), tr("&Attach to run…"), this);
     m_attach->setToolTip(tr("Take over a run that trains on after its control center closed or crashed"));
     connect(m_attach, &QAction::triggered, this, &MainWindow::chooseRunToAttach);
@@ -232,6 +240,7 @@ void MainWindow::buildActions()
     file->addAction(runs);
     file->addAction(m_attach);
     file->addAction(exportAction);
+    file->addAction(exportModel);
     file->addSeparator();
     file->addAction(quit);
     QMenu *run = menuBar()->addMenu(tr("&Run"));
@@ -649,16 +658,30 @@ void MainWindow::applyPreset(const QJsonObject &preset)
     validate();
 }
 
+namespace {
+
+// Run `runId` of the default run store; nullopt with the store's message.
+std::optional<core::StoredRun> storedRun(qint64 runId, QString *error)
+{
+    core::RunStore store;
+    std::optional<core::StoredRun> run;
+    if (store.open(core::RunStore::defaultPath(), core::RunStore::Mode::ReadOnly))
+        run = store.loadRun(runId);
+    if (!run)
+        *error = store.errorString();
+    return run;
+}
+
+} // namespace
+
 QString MainWindow::exportReport(qint64 runId, const QString &path)
 {
     const QString suffix = QFileInfo(path).suffix().toLower();
     const auto format = report::parseFormat(suffix).value_or(report::Format::Csv);
-    core::RunStore store;
-    if (!store.open(core::RunStore::defaultPath(), core::RunStore::Mode::ReadOnly))
-        return store.errorString();
-    const auto run = store.loadRun(runId);
+    QString error;
+    const auto run = storedRun(runId, &error);
     if (!run)
-        return store.errorString();
+        return error;
     const report::Result result = report::writeReport(*run, format, path);
     if (!result.ok)
         return result.error;
@@ -680,6 +703,28 @@ void MainWindow::exportReportInteractively(qint64 runId)
     if (!wanted.isEmpty() && QFileInfo(path).suffix().toLower() != wanted)
         path += "." + wanted;
     const QString error = exportReport(runId, path);
+    if (!error.isEmpty())
+        QMessageBox::warning(this, tr("Export failed"), error);
+}
+
+QString MainWindow::exportModel(qint64 runId, const QString &path)
+{
+    QString error;
+    const auto run = storedRun(runId, &error);
+    if (!run || !core::exportFinalModel(*run, path, &error))
+        return error;
+    log(tr("Model of run #%1 exported: %2 (%3)").arg(runId).arg(path, run->data.finalModelInfo().value("format").toString()));
+    return {};
+}
+
+void MainWindow::exportModelInteractively(qint64 runId)
+{
+    const QString path = QFileDialog::getSaveFileName(this, tr("Export the model of run #%1").arg(runId),
+                                                      QStringLiteral("run-%1-model.pt").arg(runId),
+                                                      tr("PyTorch model (*.pt)"));
+    if (path.isEmpty())
+        return;
+    const QString error = exportModel(runId, path);
     if (!error.isEmpty())
         QMessageBox::warning(this, tr("Export failed"), error);
 }

@@ -56,6 +56,9 @@ public:
     // Writes a stored run's report to `path` (format from its extension:
     // .html, .pdf, .json, else a CSV folder); returns the error or empty.
     QString exportReport(qint64 runId, const QString &path);
+    // File → Export trained model: run `runId`'s final model to `path`
+    // (core::exportFinalModel); returns an error message, empty on success.
+    QString exportModel(qint64 runId, const QString &path);
 
 protected:
     void closeEvent(QCloseEvent *event) override;
@@ -79,6 +82,8 @@ private:
     void updateStatus();
     void log(const QString &text);
     void exportReportInteractively(qint64 runId);
+    // Asks where, then exportModel().
+    void exportModelInteractively(qint64 runId);
     void savePreset();
     void loadPreset();
     QJsonObject currentPreset() const;

@@ -7,6 +7,7 @@
 #include <handshake.h>
 #include <local_cluster.h>
 #include <local_rejoin.h>
+#include <model_export.h>
 #include <remote_agent.h>
 
 #include <QDateTime>
@@ -29,6 +30,7 @@ RunController::RunController(QObject *parent) : QObject(parent)
     connect(&m_recorder, &core::RunRecorder::recordingFailed, this,
             [this](const QString &why) { Q_EMIT message(tr("Recording this run failed: %1").arg(why)); });
     connect(&m_session, &core::RunSession::finished, this, [this](bool ok, const QString &text) {
+        keepFinalModel();
         releaseAgents();
         setPhase(ok ? Phase::Finished : Phase::Failed);
         Q_EMIT message(ok ? tr("Run finished.") : tr("Run failed: %1").arg(text));
@@ -134,7 +136,7 @@ void RunController::startRemote(const core::JobRequest &request, const core::Clu
     m_deployer->deploy(m_secret);
 }
 
-void RunController::prepareRecording(const QJsonObject &cluster)
+void RunController::prepareRecording(const QJsonObject &cluster, QString runDir)
 {
     if (!m_store.isOpen() && !m_store.open(core::RunStore::defaultPath(), core::RunStore::Mode::ReadWrite)) {
         Q_EMIT message(tr("Not recording this run: %1").arg(m_store.errorString()));
@@ -145,20 +147,25 @@ void RunController::prepareRecording(const QJsonObject &cluster)
         m_recorderAttached = true;
     }
     m_recorder.setCluster(cluster);
-    m_recorder.setOutDir(QString());
+    if (runDir.isEmpty()) {
+        runDir = core::RunStore::defaultRunsDir() + QStringLiteral("/")
+            + QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss-")) + m_request.spec.strategy;
+        if (!QDir().mkpath(runDir)) {
+            Q_EMIT message(tr("Cannot create the run folder %1; this run cannot be taken over later, nor its model kept.")
+                               .arg(runDir));
+            runDir.clear();
+        }
+    }
+    m_recorder.setOutDir(runDir);
 }
 
 void RunController::keepAttachPoint(core::AttachFile file, QString runDir)
 {
-    if (!m_store.isOpen())
-        return;  // no stored run to go on recording into
-    if (runDir.isEmpty()) {
-        runDir = core::RunStore::defaultRunsDir() + QStringLiteral("/")
-            + QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss-")) + m_request.spec.strategy;
-        if (!QDir().mkpath(runDir))
-            return void(Q_EMIT message(tr("Cannot create the run folder %1; this run cannot be taken over later.").arg(runDir)));
+    if (!runDir.isEmpty())
         m_recorder.setOutDir(runDir);
-    }
+    runDir = m_recorder.outDir();
+    if (!m_store.isOpen() || runDir.isEmpty())
+        return;  // no stored run to go on recording into, or no folder for the attach point
     file.store = m_store.path();
     file.secret = m_secret;
     m_attachPoint = std::make_unique<core::AttachPoint>(&m_session, &m_recorder, runDir, file);
@@ -181,7 +188,7 @@ void RunController::attachTo(const QString &runDir)
     const auto run = m_store.loadRun(file->runId);
     if (!run)
         return fail(tr("Cannot take the run over: %1").arg(m_store.errorString()));
-    prepareRecording(run->info.cluster);
+    prepareRecording(run->info.cluster, runDir);
     m_request = core::JobRequest{run->data.job(), run->data.workers()};
     m_secret = file->secret;
     m_paused = false;
@@ -217,6 +224,18 @@ void RunController::leaveRunning()
 int RunController::graceS() const
 {
     return m_attachPoint ? m_attachPoint->graceS() : 0;
+}
+
+void RunController::keepFinalModel()
+{
+    if (m_recorder.outDir().isEmpty())
+        return;  // a run without a folder: nothing to export it from later
+    QString error;
+    const QString path = core::keepFinalModel(m_session.data(), m_recorder.outDir(), &error);
+    if (!error.isEmpty())
+        Q_EMIT message(tr("The final model was not kept: %1").arg(error));
+    else if (!path.isEmpty())
+        Q_EMIT message(tr("Final model kept in %1 (File → Export trained model…)").arg(path));
 }
 
 QString RunController::runDir() const

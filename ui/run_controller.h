@@ -92,10 +92,13 @@ private:
     void releaseAgents();
     core::Deployer *makeDeployer(const core::ClusterSpec &cluster);
     // Opens the store on first use; a store that cannot open only costs
-    // the recording, never the run.
-    void prepareRecording(const QJsonObject &cluster);
-    // A folder for the run, and attach.json kept in it while it trains.
+    // the recording, never the run. The recorder's run folder is `runDir`,
+    // or a new one.
+    void prepareRecording(const QJsonObject &cluster, QString runDir = {});
+    // attach.json kept in the run folder while the run trains.
     void keepAttachPoint(core::AttachFile file, QString runDir = {});
+    // Writes the final model the run sent into its run folder.
+    void keepFinalModel();
 
     core::RunSession m_session;
     core::RunStore m_store;

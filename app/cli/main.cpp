@@ -1,5 +1,6 @@
 // dlion: the headless face of DLion Studio, for scripts and servers.
 #include "deploy_command.h"
+#include "export_command.h"
 #include "report_command.h"
 #include "run_command.h"
 #include "runs_command.h"
@@ -35,6 +36,7 @@ const char *kCommands =
     "  runs       List, search and delete recorded runs.\n"
     "  report     Write a run's report (html, pdf, csv, json).\n"
     "  compare    Compare runs: time to accuracy, accuracy at budget, bytes, speedup.\n"
+    "  export     Write a run's trained model for Python (TorchScript or state_dict).\n"
     "  tag, note  Tag a run, attach a note.\n\n"
     "Run 'dlion COMMAND --help' for the options of a command.";
 
@@ -88,6 +90,8 @@ int main(int argc, char **argv)
             .exec(args);
     if (command == QLatin1String("runs"))
         return dlion::cli::runsCommand(args);
+    if (command == QLatin1String("export"))
+        return dlion::cli::exportCommand(args);
     if (command == QLatin1String("tag"))
         return dlion::cli::tagCommand(args);
     if (command == QLatin1String("note"))

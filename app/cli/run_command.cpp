@@ -5,6 +5,7 @@
 #include <command_line.h>
 #include <handshake.h>
 #include <link_presets.h>
+#include <model_export.h>
 #include <remote_agent.h>
 #include <safe_file.h>
 
@@ -403,6 +404,10 @@ void RunCommand::onFinished(bool ok, const QString &message)
         QCoreApplication::exit(1);
         return;
     }
+    QString modelError;
+    const QString model = core::keepFinalModel(m_session.data(), m_outDir.path(), &modelError);
+    if (!modelError.isEmpty())
+        err() << "dlion run: the final model was not kept: " << modelError << "\n";
     const QJsonObject tta = summary.value("time_to_accuracy").toObject();
     auto ttaText = [&](const char *key) {
         const QJsonValue v = tta.value(key);
@@ -416,6 +421,8 @@ void RunCommand::onFinished(bool ok, const QString &message)
     if (!ok)
         err() << "dlion run: " << message << "\n";
     out() << "summary: " << QFileInfo(path).absoluteFilePath() << "\n";
+    if (!model.isEmpty())
+        out() << "model: " << model << " (dlion export)\n";
     if (!m_takenOverCluster.isEmpty())  // no deployer here to clean up after the agents
         out() << "the agents' folders stay on the hosts: remove them with dlion stop --cluster " << m_takenOverCluster << "\n";
     if (m_recorder.runId() > 0 && m_recorder.finish(ok, message))

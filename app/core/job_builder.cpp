@@ -2,6 +2,9 @@
 
 #include "structured_file.h"
 
+#include <QDir>
+#include <QFile>
+#include <QFileInfo>
 #include <QHostAddress>
 #include <QTcpServer>
 
@@ -16,6 +19,26 @@ bool onePerWorker(const char *field, const char *what, qsizetype entries, int wo
         return true;
     *error = QStringLiteral("field \"%1\" lists %2 %3 for %4 workers; give one per worker").arg(field).arg(entries).arg(what).arg(workers);
     return false;
+}
+
+// A TorchScript model file, checked without torch as far as that goes: it
+// exists and is a zip archive, as torch.jit.save writes. The agents check
+// the rest (a module, parameters, shapes) before they train. A relative
+// path is taken from the job file's folder when the job file names it.
+std::optional<QString> modelFile(const QString &model, const QString &base, QString *error)
+{
+    const QString path = QFileInfo(QDir(base), model).absoluteFilePath();
+    QFile f(path);
+    if (!f.open(QIODevice::ReadOnly)) {
+        *error = QStringLiteral("model %1: cannot read it (%2)").arg(path, f.errorString());
+        return std::nullopt;
+    }
+    if (f.read(4) != QByteArray("PK\x03\x04", 4)) {
+        *error = QStringLiteral("model %1: not a TorchScript module (not the zip archive torch.jit.save writes); save "
+                                "one from Python with torch.jit.script(model).save(PATH)").arg(path);
+        return std::nullopt;
+    }
+    return path;
 }
 
 } // namespace
@@ -61,6 +84,13 @@ std::optional<JobRequest> buildJob(const QString &jobFile, const QJsonObject &ov
     if (!onePerWorker("slowdown", "factors", spec->slowdown.size(), req.workers, error)
         || !onePerWorker("worker_data", "data folders", spec->workerData.size(), req.workers, error))
         return std::nullopt;
+    if (spec->model.endsWith(QLatin1String(".pt"))) {
+        const QString base = jobFile.isEmpty() || overrides.contains("model") ? QDir::currentPath() : QFileInfo(jobFile).path();
+        const auto path = modelFile(spec->model, base, error);
+        if (!path)
+            return std::nullopt;
+        spec->model = *path;
+    }
     spec->world = req.workers;
     req.spec = *spec;
     return req;

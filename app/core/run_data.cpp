@@ -14,6 +14,11 @@ quint64 RunData::nextResetId()
     return ++next;
 }
 
+QString finalModelFileName(const QString &format)
+{
+    return format == QLatin1String("torchscript") ? QStringLiteral("model.pt") : QStringLiteral("model_state_dict.pt");
+}
+
 void RunData::reset(const protocol::JobSpec &job, int workers)
 {
     *this = RunData();
@@ -75,8 +80,16 @@ void RunData::expectResends()
 
 void RunData::setOutcome(int worker, const QCborMap &outcome)
 {
-    if (worker >= 0 && worker < m_outcomes.size())
-        m_outcomes[worker] = outcome;
+    if (worker < 0 || worker >= m_outcomes.size())
+        return;
+    // The model's bytes stay here; its description stays in the outcome
+    // (and so in the run store and summary.json).
+    QCborMap kept = outcome;
+    if (const QCborValue model = kept.take(QStringLiteral("model")); model.isByteArray())
+        m_finalModel = model.toByteArray();
+    if (kept.contains(QStringLiteral("model_info")))
+        m_finalModelInfo = kept.value(QStringLiteral("model_info")).toMap();
+    m_outcomes[worker] = kept;
 }
 
 void RunData::setWorkerLost(int worker, const QString &reason)
@@ -221,6 +234,7 @@ QJsonObject RunData::summary() const
         {"time_to_accuracy", tta},
         {"bytes_sent", totalBytesSent()},
         {"merges", m_merges.size()},
+        {"final_model", m_finalModelInfo.toJsonObject()},
         {"job", m_job.toJson()},
         {"per_worker", workers},
         {"evals", evals},

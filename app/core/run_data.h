@@ -22,6 +22,11 @@ inline constexpr const char *kEvaluationRule =
     "evaluation time is not training time";
 
 
+// The file a run folder keeps its final model in, by the model's format:
+// model.pt (TorchScript, torch.jit.load) or model_state_dict.pt (a built-in
+// model's state_dict, torch.load).
+QString finalModelFileName(const QString &format);
+
 // Everything observed during one run, in arrival order, and the summary
 // derived from it (the `summary.json` contract of docs/architecture.md).
 class RunData {
@@ -64,6 +69,10 @@ public:
     // Accessors and a restore hook for the run store (app/core/run_store.h),
     // which rebuilds a RunData from disk.
     const QCborMap &outcome(int worker) const { return m_outcomes[worker]; }
+    // The run's final model as an agent sent it (empty: none arrived) and
+    // its description: format, sha256, parameters, input_shape, accuracy.
+    const QByteArray &finalModel() const { return m_finalModel; }
+    const QCborMap &finalModelInfo() const { return m_finalModelInfo; }
     const QString &lostReason(int worker) const { return m_lost[worker]; }
     const std::optional<protocol::DataSummary> &dataSummary(int worker) const { return m_data[worker]; }
     // Rises with every data summary received: the recorder stores them anew.
@@ -91,6 +100,8 @@ private:
     QList<std::set<std::pair<qint64, qint64>>> m_resendable;  // per worker (round, t in µs), see expectResends()
     qsizetype m_resendableEvals = 0;
     QList<QCborMap> m_outcomes;
+    QByteArray m_finalModel;
+    QCborMap m_finalModelInfo;
     QStringList m_lost;
     QList<std::optional<protocol::DataSummary>> m_data;
     int m_dataReports = 0;

@@ -35,6 +35,7 @@ public:
     // Where the run ran (written with the run row; set before it begins).
     void setCluster(const QJsonObject &cluster) { m_cluster = cluster; }
     void setOutDir(const QString &dir) { m_outDir = dir; }
+    const QString &outDir() const { return m_outDir; }
     void setFlushInterval(int ms) { m_timer.setInterval(ms); }
     void setCompactionRounds(qsizetype rounds) { m_compactRounds = rounds; }
 

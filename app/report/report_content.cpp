@@ -9,6 +9,18 @@ namespace {
 
 QString esc(const QString &s) { return s.toHtmlEscaped(); }
 
+// summary.json's final_model: what a Python user needs to know of the file.
+QString finalModelText(const QJsonObject &m)
+{
+    QStringList shape;
+    for (const QJsonValue &d : m.value("input_shape").toArray())
+        shape << QString::number(d.toInteger());
+    return QStringLiteral("%1, %2 parameters, input %3, SHA-256 %4")
+        .arg(m.value("format").toString())
+        .arg(m.value("parameters").toInteger())
+        .arg(shape.join(QStringLiteral(" × ")), m.value("sha256").toString());
+}
+
 QString row(const QString &key, const QString &valueHtml)
 {
     return QStringLiteral("<tr><th>%1</th><td>%2</td></tr>").arg(esc(key), valueHtml);
@@ -109,6 +121,8 @@ QString metricsTable(const core::StoredRun &run)
     h += row(QStringLiteral("Worst / best replica"), percent(s.value("final_min_accuracy").toDouble()) + QStringLiteral(" / ")
                                                          + percent(s.value("final_max_accuracy").toDouble()));
     h += row(QStringLiteral("Consensus model"), percent(s.value("final_consensus_accuracy").toDouble()));
+    if (const QJsonObject model = s.value("final_model").toObject(); !model.isEmpty())
+        h += row(QStringLiteral("Final model"), esc(finalModelText(model)));
     h += row(QStringLiteral("Evaluation rule"), QString::fromLatin1(core::kEvaluationRule).toHtmlEscaped());
     h += row(QStringLiteral("Final test loss"), QString::number(s.value("final_loss").toDouble(), 'f', 4));
     for (auto it = tta.begin(); it != tta.end(); ++it) {

@@ -20,7 +20,9 @@
 #include <worker_status_list.h>
 
 #include <QAction>
+#include <QCborMap>
 #include <QComboBox>
+#include <QCryptographicHash>
 #include <QDir>
 #include <QDoubleSpinBox>
 #include <QLabel>
@@ -270,6 +272,18 @@ void TestStudioGui::stopEndsTheRun()
     QVERIFY2(error.isEmpty(), qPrintable(error));
     QVERIFY(QFileInfo(html).size() > 10000);
     QVERIFY(!m_window->exportReport(id + 1000, out.filePath(QStringLiteral("none.html"))).isEmpty());
+
+    // File → Export trained model writes the model the run ended with (the
+    // run folder keeps it; a built-in model comes as a state_dict), checked
+    // against the SHA-256 the run recorded.
+    const QString model = out.filePath(QStringLiteral("model.pt"));
+    const QString modelError = m_window->exportModel(id, model);
+    QVERIFY2(modelError.isEmpty(), qPrintable(modelError));
+    QFile exported(model);
+    QVERIFY(exported.open(QIODevice::ReadOnly));
+    const QCborMap info = run->session().data().finalModelInfo();
+    QCOMPARE(QCryptographicHash::hash(exported.readAll(), QCryptographicHash::Sha256).toHex(), info.value("sha256").toString().toLatin1());
+    QCOMPARE(info.value("format").toString(), QStringLiteral("state_dict"));
 }
 
 void TestStudioGui::darkPaletteRethemesThePlots()

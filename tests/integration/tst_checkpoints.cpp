@@ -8,6 +8,8 @@
 #include <attach_file.h>
 #include <checkpoint.h>
 #include <engine_error.h>
+#include <python_torch.h>
+#include <safe_file.h>
 
 #include <QDir>
 #include <QTemporaryDir>
@@ -104,6 +106,8 @@ private Q_SLOTS:
     void unwritableDirectoryWarnsAndTrainingGoesOn();
     void privateFilesFollowNoPlantedLink();
     void failedWriteKeepsThePreviousFile();
+    void batchNormStatisticsResume();
+    void checkpointExportsForPytorch();
 };
 
 void TestCheckpoints::checkpointsRotateAndLoadBack()
@@ -289,6 +293,95 @@ void TestCheckpoints::failedWriteKeepsThePreviousFile()
     QVERIFY2(kept && kept->generation == 1, qPrintable(error));
     // No temporary left behind.
     QCOMPARE(QDir(tmp.path()).entryList(QDir::Files | QDir::Hidden), QStringList{QStringLiteral("attach.json")});
+}
+
+void TestCheckpoints::batchNormStatisticsResume()
+{
+    // A model with BatchNorm (examples/torchscript's small CNN: 8 and 16
+    // channels) checkpoints its running statistics, and a resumed run takes
+    // them back: after one more round (a step of momentum 0.1 towards the
+    // batch's statistics) the final model's are still about the
+    // checkpoint's. Fresh ones (means 0) would be a tenth of the way there.
+    if (test::pythonWithTorch().isEmpty())
+        QSKIP("/usr/bin/python3 has no torch");
+    QTemporaryDir tmp;
+    QString error;
+    const QString model = test::exportExampleModel(tmp.path(), {}, &error);
+    QVERIFY2(!model.isEmpty(), qPrintable(error));
+    const QString dir = tmp.filePath("ckpt");
+    protocol::JobSpec job = checkpointJob(dir, 4);
+    job.model = model;
+    job.strategy = "hop";
+    {
+        test::LocalRun first;
+        QVERIFY(first.start(job, 2));
+        QVERIFY(first.waitFinished(60000));
+        QVERIFY2(first.ok, qPrintable(first.message));
+    }
+    const engine::Checkpoint c = engine::Checkpoint::load(QDir(dir).filePath(checkpointsOf(dir, 0).last()));
+    QCOMPARE(c.buffers.size(), std::size_t(2 * (8 + 16)));  // running mean and variance per channel
+    const std::vector<float> saved(c.buffers.begin(), c.buffers.begin() + 8);  // the first layer's means
+    QVERIFY(std::any_of(saved.begin(), saved.end(), [](float m) { return std::abs(m) > 1e-2f; }));
+
+    job.checkpoint = {tmp.filePath("ckpt2"), 60, 1};
+    job.resumeFrom = dir;
+    job.budget.seconds = 0;
+    job.budget.maxRounds = c.round + 1;
+    test::LocalRun resumed;
+    QVERIFY(resumed.start(job, 2));
+    QVERIFY(resumed.waitFinished(60000));
+    QVERIFY2(resumed.ok, qPrintable(resumed.message));
+    const QString final = tmp.filePath("final.pt");
+    QVERIFY(files::writeAtomically(final, resumed.session->data().finalModel(), &error));
+    const auto out = test::runPython({"-c", QStringLiteral("import torch\nm = torch.jit.load('%1')\n"
+                                                           "print(' '.join(map(str, m.state_dict()['features.1.running_mean'].tolist())))")
+                                                .arg(final)},
+                                     &error);
+    QVERIFY2(out, qPrintable(error));
+    const QStringList means = QString::fromLatin1(*out).split(' ', Qt::SkipEmptyParts);
+    QCOMPARE(means.size(), 8);
+    double distance = 0, norm = 0;
+    for (int i = 0; i < 8; ++i) {
+        distance += std::pow(means[i].toDouble() - saved[std::size_t(i)], 2);
+        norm += std::pow(saved[std::size_t(i)], 2);
+    }
+    QVERIFY2(std::sqrt(distance) < 0.5 * std::sqrt(norm),
+             qPrintable(QStringLiteral("checkpoint %1, after one round %2").arg(QString::number(std::sqrt(norm)))
+                            .arg(QString::fromLatin1(*out).trimmed())));
+}
+
+void TestCheckpoints::checkpointExportsForPytorch()
+{
+    // dlion export --checkpoint writes a built-in model's checkpoint as a
+    // state_dict that torch.load reads: its first weights are the file's.
+    if (test::pythonWithTorch().isEmpty())
+        QSKIP("/usr/bin/python3 has no torch");
+    QTemporaryDir tmp;
+    const QString dir = tmp.filePath("ckpt");
+    {
+        test::LocalRun run;
+        QVERIFY(run.start(checkpointJob(dir, 2), 2));
+        QVERIFY(run.waitFinished(60000));
+        QVERIFY2(run.ok, qPrintable(run.message));
+    }
+    const QString file = QDir(dir).filePath(checkpointsOf(dir, 0).last());
+    const engine::Checkpoint c = engine::Checkpoint::load(file);
+    const QString out = tmp.filePath("state.pt");
+    QProcess cli;
+    cli.start(qEnvironmentVariable("DLION_CLI"), {"export", "--checkpoint", file, "-o", out});
+    QVERIFY(cli.waitForFinished(120000));
+    QVERIFY2(cli.exitCode() == 0, cli.readAllStandardError().constData());
+    QString error;
+    const auto first = test::runPython({"-c", QStringLiteral("import torch\nprint(float(torch.load('%1')['fc1.weight'].flatten()[0]))").arg(out)},
+                                       &error);
+    QVERIFY2(first, qPrintable(error));
+    QCOMPARE(first->trimmed().toFloat(), c.params.front());
+    // A checkpoint of another dataset's shape is refused with the file named.
+    cli.start(qEnvironmentVariable("DLION_CLI"), {"export", "--checkpoint", file, "--dataset", "shapes", "-o", out});
+    QVERIFY(cli.waitForFinished(120000));
+    QCOMPARE(cli.exitCode(), 1);
+    const QString message = QString::fromLocal8Bit(cli.readAllStandardError());
+    QVERIFY2(message.contains(file) && message.contains("give the dataset it was trained on"), qPrintable(message));
 }
 
 QTEST_GUILESS_MAIN(TestCheckpoints)

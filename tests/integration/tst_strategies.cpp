@@ -2,7 +2,14 @@
 // emulated micro-cloud (compute slowdowns, heterogeneous WAN links).
 #include "cluster_fixture.h"
 
+#include <python_torch.h>
+
+#include <QCborArray>
+#include <QCborMap>
+#include <QCryptographicHash>
 #include <QJsonArray>
+#include <QJsonDocument>
+#include <QTemporaryDir>
 
 using namespace dlion;
 
@@ -19,6 +26,26 @@ protocol::JobSpec fashionJob(const QString &strategy, double target)
     job.evalIntervalS = 1.5;
     job.evalSamples = 2000;
     return job;
+}
+
+// Two workers' short Fashion-MNIST job: every replica scored on the first
+// kPairEvalSamples test images.
+constexpr int kPairEvalSamples = 1000;
+protocol::JobSpec pairJob(const QString &strategy, const QString &model, const QJsonObject &options)
+{
+    protocol::JobSpec job;
+    job.strategy = strategy;
+    job.model = model;
+    job.dataset = "fashion-mnist";
+    job.evalSamples = kPairEvalSamples;
+    job.strategyOptions = options;
+    return job;
+}
+
+// Runs `job` on two local agents to its end: true when it finished well.
+bool runPair(test::LocalRun &run, const protocol::JobSpec &job)
+{
+    return run.start(job, 2) && run.waitFinished(120000) && run.ok;
 }
 
 double meanShare(const core::RunData &d, int worker)
@@ -41,7 +68,24 @@ private Q_SLOTS:
     void asynchronousWorkersRunAtTheirOwnPace_data();
     void asynchronousWorkersRunAtTheirOwnPace();
     void badKnobFailsWithFieldName();
+    void userModelTrainsAndComesBack_data();
+    void userModelTrainsAndComesBack();
+    void badUserModelFailsBeforeTraining();
 };
+
+namespace {
+
+// examples/torchscript/score.py's accuracy of `model` on the first `samples` test images; -1 on failure.
+double pythonAccuracy(const QString &model, int samples)
+{
+    QString error;
+    const auto out = test::runPython({test::torchscriptExample("score.py"), model, "--samples", QString::number(samples)}, &error);
+    if (!out)
+        qWarning("score.py failed: %s", qPrintable(error));
+    return out ? QJsonDocument::fromJson(*out).object().value("accuracy").toDouble(-1) : -1;
+}
+
+} // namespace
 
 void TestStrategies::dlionAdaptsToSlowWorkersAndMergesOnRequest()
 {
@@ -134,18 +178,12 @@ void TestStrategies::asynchronousWorkersRunAtTheirOwnPace()
     QFETCH(QJsonObject, options);
     QFETCH(double, minRatio);
     QFETCH(int, maxLead);
-    protocol::JobSpec job;
-    job.strategy = strategy;
-    job.model = "mlp";
-    job.dataset = "fashion-mnist";
+    protocol::JobSpec job = pairJob(strategy, "mlp", options);
     job.slowdown = {1, 4};
     job.evalIntervalS = 2;
-    job.evalSamples = 1000;
     job.budget.seconds = 8;
-    job.strategyOptions = options;
     test::LocalRun run;
-    QVERIFY(run.start(job, 2) && run.waitFinished(120000));
-    QVERIFY2(run.ok, qPrintable(run.message));
+    QVERIFY2(runPair(run, job), qPrintable(run.message));
     const core::RunData &d = run.session->data();
     const auto fast = d.rounds(0).size(), slow = d.rounds(1).size();
     const QString counts = QString("rounds: fast worker %1, slow worker %2").arg(fast).arg(slow);
@@ -170,6 +208,76 @@ void TestStrategies::badKnobFailsWithFieldName()
     QVERIFY(run.waitFinished(60000));
     QVERIFY(!run.ok);
     QVERIFY2(run.message.contains("strategy_options.treshold"), qPrintable(run.message));
+}
+
+void TestStrategies::userModelTrainsAndComesBack_data()
+{
+    QTest::addColumn<QString>("strategy");
+    QTest::addColumn<QJsonObject>("options");
+    QTest::newRow("allreduce") << "allreduce" << QJsonObject{};
+    QTest::newRow("dlion, merging every 20 rounds") << "dlion" << QJsonObject{{"dkt_period", 20}};
+    QTest::newRow("hop") << "hop" << QJsonObject{};
+}
+
+void TestStrategies::userModelTrainsAndComesBack()
+{
+    // A model exported by Python trains on two agents, and the final model
+    // comes back as TorchScript that Python scores as the run reported.
+    if (test::pythonWithTorch().isEmpty())
+        QSKIP("/usr/bin/python3 has no torch");
+    QFETCH(QString, strategy);
+    QFETCH(QJsonObject, options);
+    // Every row trains the same exported model: export and score it once
+    // (each Python start costs seconds).
+    static QTemporaryDir dir;
+    static QString error;
+    static const QString source = test::exportExampleModel(dir.path(), {}, &error);
+    QVERIFY2(!source.isEmpty(), qPrintable(error));
+    static const double untrained = pythonAccuracy(source, kPairEvalSamples);
+    QVERIFY(untrained >= 0);
+    protocol::JobSpec job = pairJob(strategy, source, options);
+    job.evalIntervalS = 1;
+    job.budget.maxRounds = 100;
+    test::LocalRun run;
+    QVERIFY2(runPair(run, job), qPrintable(run.message));
+    const core::RunData &d = run.session->data();
+    const QCborMap info = d.finalModelInfo();
+    QCOMPARE(info.value("format").toString(), QString("torchscript"));
+    QList<qint64> shape;
+    for (const QCborValue &v : info.value("input_shape").toArray())
+        shape << v.toInteger();
+    QCOMPARE(shape, (QList<qint64>{1, 28, 28}));
+    QVERIFY(info.value("parameters").toInteger() > 0);
+    QCOMPARE(info.value("sha256").toString().toLatin1(), QCryptographicHash::hash(d.finalModel(), QCryptographicHash::Sha256).toHex());
+    const double reported = info.value("accuracy").toDouble();
+    QCOMPARE(reported, d.lastGlobalEval()->consensusAccuracy > 0 ? d.lastGlobalEval()->consensusAccuracy : d.lastGlobalEval()->accuracy);
+    QVERIFY2(reported > untrained + 0.3, qPrintable(QString("untrained %1, trained %2").arg(untrained).arg(reported)));
+    const QString trained = dir.filePath("trained.pt");
+    QFile f(trained);
+    QVERIFY(f.open(QIODevice::WriteOnly) && f.write(d.finalModel()) == d.finalModel().size());
+    f.close();
+    const double scored = pythonAccuracy(trained, kPairEvalSamples);
+    QVERIFY2(std::abs(scored - reported) <= 0.001, qPrintable(QString("run %1, Python %2").arg(reported).arg(scored)));
+}
+
+void TestStrategies::badUserModelFailsBeforeTraining()
+{
+    if (test::pythonWithTorch().isEmpty())
+        QSKIP("/usr/bin/python3 has no torch");
+    QTemporaryDir dir;
+    QString error;
+    const QString colour = test::exportExampleModel(dir.path(), {"--channels", "3"}, &error);  // Fashion-MNIST is grey
+    QVERIFY2(!colour.isEmpty(), qPrintable(error));
+    protocol::JobSpec job;
+    job.model = colour;
+    job.dataset = "fashion-mnist";
+    job.budget.seconds = 30;
+    test::LocalRun run;
+    QVERIFY(run.start(job, 2));
+    QVERIFY(run.waitFinished(60000));
+    QVERIFY(!run.ok);
+    QVERIFY2(run.message.contains(colour + ": does not take the dataset's input"), qPrintable(run.message));
+    QVERIFY(run.session->data().rounds(0).isEmpty());
 }
 
 QTEST_GUILESS_MAIN(TestStrategies)

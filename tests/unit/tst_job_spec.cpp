@@ -18,6 +18,7 @@ private Q_SLOTS:
     void yamlAndJsonFiles();
     void overridesWinAndWorkersChecked();
     void malformedFilesNameFileAndLine();
+    void modelFileFromTheJobFilesFolder();
 
 private:
     QString write(const QString &name, const QByteArray &text)
@@ -175,6 +176,24 @@ void TestJobSpec::malformedFilesNameFileAndLine()
     QVERIFY2(error.contains("top level"), qPrintable(error));
     QVERIFY(!core::readStructuredFile(m_dir.filePath("missing.yaml"), &error));
     QVERIFY2(error.contains("missing.yaml"), qPrintable(error));
+}
+
+void TestJobSpec::modelFileFromTheJobFilesFolder()
+{
+    // torch.jit.save writes a zip archive; its first bytes are all dlion run checks.
+    const QString model = write("net.pt", QByteArray("PK\x03\x04", 4) + "rest of the archive");
+    QString error;
+    auto req = core::buildJob(write("user.yaml", "model: net.pt\n"), {}, &error);
+    QVERIFY2(req, qPrintable(error));
+    QCOMPARE(req->spec.model, model);
+    // A bad name fails with the field, a missing or non-module file with its path.
+    QVERIFY(!core::buildJob({}, QJsonObject{{"model", "resnet"}}, &error));
+    QVERIFY2(error.contains("field \"model\" is \"resnet\"") && error.contains("TorchScript file PATH.pt"), qPrintable(error));
+    QVERIFY(!core::buildJob(write("missing.yaml", "model: gone.pt\n"), {}, &error));
+    QVERIFY2(error.contains(m_dir.filePath("gone.pt") + ": cannot read it"), qPrintable(error));
+    const QString text = write("text.pt", "not a model");
+    QVERIFY(!core::buildJob({}, QJsonObject{{"model", text}}, &error));
+    QVERIFY2(error.contains(text + ": not a TorchScript module"), qPrintable(error));
 }
 
 QTEST_GUILESS_MAIN(TestJobSpec)
