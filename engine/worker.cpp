@@ -8,6 +8,7 @@
 #include "mailbox.h"
 #include "rate_meter.h"
 #include "strategy.h"
+#include "strategy_options.h"
 #include "trainer.h"
 
 #include <QLoggingCategory>
@@ -174,10 +175,10 @@ void Worker::requestRegroup(const protocol::GroupPlan &plan)
     m_planArrived.notify_all();
 }
 
-void Worker::setState(const char *s)
+void Worker::setState(protocol::WorkerState s)
 {
     if (m_hooks.state)
-        m_hooks.state(QString::fromLatin1(s));
+        m_hooks.state(s);
 }
 
 void Worker::requestStop()
@@ -269,7 +270,8 @@ std::unique_ptr<Comm> Worker::makeComm(const protocol::GroupPlan &plan)
     co.secret = m_secret;
     co.rank = plan.rankOf(m_spec.rank);
     co.world = int(plan.members.size());
-    co.timeout = std::chrono::milliseconds(qint64(m_spec.strategyOptions.value("timeout_s").toDouble(60) * 1000));
+    const StrategyOptions knobs(m_spec.strategyOptions, m_spec.strategy);
+    co.timeout = std::chrono::milliseconds(qint64(knobs.number("timeout_s") * 1000));
     auto comm = std::make_unique<Comm>(co);
     std::lock_guard lock(m_groupMutex);
     m_comm = comm.get();
@@ -281,7 +283,7 @@ std::unique_ptr<Comm> Worker::makeComm(const protocol::GroupPlan &plan)
 void Worker::joinGroup(Comm &comm, const protocol::GroupPlan &plan, Trainer &trainer, LinkEmulator &emulator,
                        Progress &progress)
 {
-    setState("rendezvous");
+    setState(protocol::WorkerState::Rendezvous);
     comm.connect();
     emulator.setGroup(std::vector<int>(plan.members.begin(), plan.members.end()));
     // Every member starts from the source's replica and progress: identical
@@ -318,7 +320,7 @@ WorkerResult Worker::run()
                           "uses a CPU-only LibTorch");
 
     LinkEmulator emulator(m_spec.emulation, m_spec.world);
-    setState("loading");
+    setState(protocol::WorkerState::Loading);
     Trainer trainer(m_spec);
     qCInfo(lcEngine) << "worker" << m_spec.rank << "holds" << trainer.localTrainSize() << "training samples,"
                      << trainer.parameterCount() << "parameters";
@@ -354,7 +356,7 @@ WorkerResult Worker::run()
                 m_hooks.groupFailed(plan.generation, QString::fromStdString(why));
         }
         retire(std::move(comm));
-        setState("regrouping");
+        setState(protocol::WorkerState::Regrouping);
         const auto next = awaitPlan(why);
         if (!next) {
             // Stopped while no group exists: report this replica alone.
@@ -517,7 +519,7 @@ Worker::GroupEnd Worker::train(Comm &comm, Trainer &trainer, LinkEmulator &emula
         control.exchange(mine, strategy->incomingBandwidth());
     };
 
-    setState("running");
+    setState(protocol::WorkerState::Running);
     // Bounded by the budget, which the job spec guarantees is set.
     for (;;) {
         exchangeControl();
@@ -526,7 +528,7 @@ Worker::GroupEnd Worker::train(Comm &comm, Trainer &trainer, LinkEmulator &emula
         if (control.any(ControlExchange::Regroup))
             return GroupEnd::Regroup;
         if (control.any(ControlExchange::Pause)) {
-            setState("paused");
+            setState(protocol::WorkerState::Paused);
             const auto pauseStart = Clock::now();
             while (control.any(ControlExchange::Pause) && !control.any(ControlExchange::Stop)
                    && !control.any(ControlExchange::Regroup)) {
@@ -534,7 +536,7 @@ Worker::GroupEnd Worker::train(Comm &comm, Trainer &trainer, LinkEmulator &emula
                 exchangeControl();
             }
             progress.pausedS += secondsSince(pauseStart);
-            setState("running");
+            setState(protocol::WorkerState::Running);
             continue;
         }
         if (control.at(0, ControlExchange::Eval) > 0) {
@@ -764,7 +766,7 @@ Worker::GroupEnd Worker::trainByMessages(Comm &comm, Trainer &trainer, LinkEmula
             m_hooks.eval(e);
     };
 
-    setState("running");
+    setState(protocol::WorkerState::Running);
     sendControl();
     // Bounded by the budget, which the job spec guarantees is set: every
     // worker leaves when its own budget is spent or a peer's row says stop.
@@ -772,7 +774,7 @@ Worker::GroupEnd Worker::trainByMessages(Comm &comm, Trainer &trainer, LinkEmula
         mailbox.check();
         const bool done = rows[std::size_t(rank)][ADone] > 0;
         if (m_pause || done) {
-            setState(done ? "waiting" : "paused");
+            setState(done ? protocol::WorkerState::Waiting : protocol::WorkerState::Paused);
             const auto pauseStart = Clock::now();
             while ((m_pause || done) && !leaving()) {
                 std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -782,7 +784,7 @@ Worker::GroupEnd Worker::trainByMessages(Comm &comm, Trainer &trainer, LinkEmula
             // A worker whose budget is spent stops its clock too.
             progress.pausedS += secondsSince(pauseStart);
             if (!done)
-                setState("running");
+                setState(protocol::WorkerState::Running);
             continue;
         }
         if (evaluationDue())

@@ -186,8 +186,8 @@ void TestStudioGui::runShowsLiveTelemetry()
     QTRY_VERIFY_WITH_TIMEOUT(run->phase() == Phase::Running, 60000);
     ui::WorkerStatusList *workers = m_window->workerList();
     QCOMPARE(workers->topLevelItemCount(), 3);
-    QTRY_VERIFY_WITH_TIMEOUT(workers->state(0) == "running" && workers->state(1) == "running"
-                                 && workers->state(2) == "running",
+    const auto running = protocol::WorkerState::Running;
+    QTRY_VERIFY_WITH_TIMEOUT(workers->state(0) == running && workers->state(1) == running && workers->state(2) == running,
                              60000);
     ui::Dashboard *dash = m_window->dashboard();
     QTRY_VERIFY_WITH_TIMEOUT(dash->pointCount() > 30, 60000);
