@@ -1,9 +1,10 @@
 #include "agent_server.h"
 
+#include "agent_log.h"
+
 #include <QCborArray>
 #include <QCoreApplication>
 #include <QJsonObject>
-#include <QLoggingCategory>
 #include <QTcpSocket>
 
 #include <sys/resource.h>
@@ -15,6 +16,7 @@ Q_LOGGING_CATEGORY(lcAgent, "dlion.agent")
 
 namespace dlion::agent {
 
+using protocol::Command;
 using protocol::FramedConnection;
 using protocol::MessageType;
 
@@ -71,7 +73,7 @@ AgentServer::AgentServer(Options options, QObject *parent) : QObject(parent), m_
     m_heartbeatTimer.setInterval(kHeartbeatIntervalMs);
     connect(&m_heartbeatTimer, &QTimer::timeout, this, [this] {
         if (m_controller && m_controller->state() == FramedConnection::State::Ready)
-            m_controller->send(MessageType::Heartbeat, QCborMap{{"state", m_runner ? m_runner->state() : "idle"}});
+            m_controller->send(MessageType::Heartbeat, QCborMap{{"state", stateName()}});
     });
     m_heartbeatTimer.start();
     m_idleTimer.setSingleShot(true);
@@ -212,8 +214,15 @@ void AgentServer::startJob(const QCborMap &body)
         return sendError(QStringLiteral("a job is already running on this agent; stop it first"));
     QString error;
     const auto spec = protocol::JobSpec::fromJson(body.toJsonObject(), &error);
-    if (!spec)
-        return sendError(QStringLiteral("invalid job: %1").arg(error));
+    if (!spec) {
+        // The job ends before it starts: Finished, so the controller fails
+        // the run with this message instead of waiting for it.
+        const QString message = QStringLiteral("invalid job: %1").arg(error);
+        qCWarning(lcAgent).noquote() << message;
+        if (m_controller)
+            m_controller->send(MessageType::Finished, QCborMap{{"ok", false}, {"message", message}});
+        return;
+    }
     m_runner.reset();
     m_finished.clear();
     m_backlog.clear();
@@ -230,7 +239,7 @@ void AgentServer::startJob(const QCborMap &body)
     // The controller answers with a fresh plan for the same members.
     connect(m_runner.get(), &JobRunner::groupFailed, this, [this](int generation, const QString &why) {
         if (m_controller)
-            m_controller->send(MessageType::Status, QCborMap{{"state", m_runner->state()},
+            m_controller->send(MessageType::Status, QCborMap{{"state", stateName()},
                                                              {"message", why},
                                                              {"failed_generation", generation}});
     });
@@ -241,8 +250,11 @@ void AgentServer::startJob(const QCborMap &body)
 
 void AgentServer::handleCommand(const QCborMap &body)
 {
-    const QString cmd = body.value("cmd").toString();
-    if (cmd == QLatin1String("shutdown")) {
+    const QString name = body.value("cmd").toString();
+    const std::optional<Command> cmd = protocol::commandFromName(name);
+    if (!cmd)
+        return sendError(QStringLiteral("unknown command \"%1\" (a controller newer than this agent? deploy the same version)").arg(name));
+    if (*cmd == Command::Shutdown) {
         if (m_runner && m_runner->isRunning()) {
             m_shutdownAfterJob = true;
             m_runner->worker().requestStop();
@@ -251,27 +263,47 @@ void AgentServer::handleCommand(const QCborMap &body)
         }
         return;
     }
-    if (cmd == QLatin1String("ack"))  // valid after the job too: the last records are acked then
+    if (*cmd == Command::Ack)  // valid after the job too: the last records are acked then
         return acknowledge(body.value("seq"));
     if (!m_runner || !m_runner->isRunning())
-        return sendError(QStringLiteral("command \"%1\" needs a running job").arg(cmd));
+        return sendError(QStringLiteral("command \"%1\" needs a running job").arg(name));
+    if (!runCommand(*cmd, body))
+        sendError(QStringLiteral("malformed command \"%1\"").arg(name));
+}
+
+// A command for the running job; false when its arguments are malformed.
+bool AgentServer::runCommand(Command cmd, const QCborMap &body)
+{
     engine::Worker &w = m_runner->worker();
-    if (cmd == QLatin1String("stop"))
+    switch (cmd) {
+    case Command::Stop:
         w.requestStop();
-    else if (cmd == QLatin1String("pause"))
-        w.setPaused(true);
-    else if (cmd == QLatin1String("resume"))
-        w.setPaused(false);
-    else if (cmd == QLatin1String("merge_now"))
+        return true;
+    case Command::Pause:
+    case Command::Resume:
+        w.setPaused(cmd == Command::Pause);
+        return true;
+    case Command::MergeNow:
         w.requestMerge();
-    else if (cmd == QLatin1String("set_slowdown") && body.value("value").toDouble() >= 1)
+        return true;
+    case Command::SetSlowdown:
+        if (!(body.value("value").toDouble() >= 1))
+            return false;
         w.setSlowdown(body.value("value").toDouble());
-    else if (cmd == QLatin1String("set_link_cap") && body.value("peer").isInteger() && body.value("mbps").toDouble(-1) >= 0)
+        return true;
+    case Command::SetLinkCap:
+        if (!body.value("peer").isInteger() || !(body.value("mbps").toDouble(-1) >= 0))
+            return false;
         w.setLinkCap(int(body.value("peer").toInteger()), body.value("mbps").toDouble());
-    else if (cmd == QLatin1String("regroup"))
+        return true;
+    case Command::Regroup:
         regroup(body.value("plan").toMap());
-    else
-        sendError(QStringLiteral("unknown or malformed command \"%1\"").arg(cmd));
+        return true;
+    case Command::Shutdown:
+    case Command::Ack:
+        break;
+    }
+    return false;
 }
 
 void AgentServer::regroup(const QCborMap &planBody)
@@ -339,11 +371,16 @@ void AgentServer::acknowledge(const QCborValue &seq)
     }
 }
 
+QString AgentServer::stateName() const
+{
+    return protocol::workerStateName(m_runner ? m_runner->state() : protocol::WorkerState::Idle);
+}
+
 void AgentServer::sendStatus(const QString &message)
 {
     if (m_controller)
         m_controller->send(MessageType::Status,
-                           QCborMap{{"state", m_runner ? m_runner->state() : QStringLiteral("idle")}, {"message", message}});
+                           QCborMap{{"state", stateName()}, {"message", message}});
 }
 
 void AgentServer::sendError(const QString &message)

@@ -2,6 +2,7 @@
 
 #include "job_runner.h"
 
+#include <control_names.h>
 #include <framed_connection.h>
 
 #include <QElapsedTimer>
@@ -74,11 +75,13 @@ private:
     void onControllerClosed();
     void startJob(const QCborMap &body);
     void handleCommand(const QCborMap &body);
+    bool runCommand(protocol::Command command, const QCborMap &body);
     void regroup(const QCborMap &planBody);
     void capBacklog();
     void flushTelemetry();
     void sendTelemetry(const protocol::TelemetryBatch &batch);
     void acknowledge(const QCborValue &seq);
+    QString stateName() const;
     void sendStatus(const QString &message = {});
     void sendError(const QString &message);
     void onJobFinished(bool ok, const QString &message, const engine::WorkerResult &result);

@@ -1,12 +1,10 @@
 #include "job_runner.h"
 
+#include "agent_log.h"
+
 #include <engine_error.h>
 
-#include <QLoggingCategory>
 #include <QMetaObject>
-#include <QPointer>
-
-Q_DECLARE_LOGGING_CATEGORY(lcAgent)
 
 namespace dlion::agent {
 
@@ -30,7 +28,7 @@ JobRunner::JobRunner(protocol::JobSpec spec, std::string localHost, QByteArray s
         std::lock_guard lock(m_mutex);
         m_pending.data.append(d);
     };
-    hooks.state = [this](const QString &s) {
+    hooks.state = [this](protocol::WorkerState s) {
         {
             std::lock_guard lock(m_mutex);
             m_state = s;
@@ -93,7 +91,7 @@ protocol::TelemetryBatch JobRunner::takeTelemetry()
     return out;
 }
 
-QString JobRunner::state() const
+protocol::WorkerState JobRunner::state() const
 {
     std::lock_guard lock(m_mutex);
     return m_state;

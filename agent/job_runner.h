@@ -1,5 +1,6 @@
 #pragma once
 
+#include <control_names.h>
 #include <job_spec.h>
 #include <telemetry.h>
 #include <worker.h>
@@ -26,10 +27,10 @@ public:
     engine::Worker &worker() { return *m_worker; }
     const protocol::JobSpec &spec() const { return m_spec; }
     protocol::TelemetryBatch takeTelemetry();
-    QString state() const;
+    protocol::WorkerState state() const;
 
 Q_SIGNALS:
-    void stateChanged(const QString &state);
+    void stateChanged(dlion::protocol::WorkerState state);
     void warning(const QString &message);
     void groupFailed(int generation, const QString &why);
     void finished(bool ok, const QString &message, const dlion::engine::WorkerResult &result);
@@ -41,7 +42,7 @@ private:
     bool m_running = false;
     mutable std::mutex m_mutex;
     protocol::TelemetryBatch m_pending;
-    QString m_state = QStringLiteral("idle");
+    protocol::WorkerState m_state = protocol::WorkerState::Idle;
 };
 
 } // namespace dlion::agent

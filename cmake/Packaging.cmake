@@ -29,10 +29,14 @@ set(CPACK_DEBIAN_PACKAGE_SUGGESTS "openssh-client")
 # Manual pages (section 1), one per program and dlion command, from --help.
 set(DLION_MAN_PAGES)
 file(MAKE_DIRECTORY ${CMAKE_BINARY_DIR}/man)
-foreach(page dlion dlion-agent dlion-studio dlion-run dlion-attach dlion-deploy dlion-stop dlion-runs dlion-report
-             dlion-compare dlion-tag dlion-note)
+foreach(page dlion dlion-agent dlion-studio dlion-run dlion-attach dlion-deploy dlion-stop dlion-knobs dlion-runs
+             dlion-report dlion-compare dlion-tag dlion-note)
   string(REGEX MATCH "^dlion(-agent|-studio)?" program ${page})
   string(REGEX REPLACE "^dlion-?(agent|studio)?-?" "" command ${page})
+  # Without the GUI there is no dlion-studio, and dlion has no report or compare.
+  if(NOT TARGET ${program} OR (NOT DLION_BUILD_GUI AND command MATCHES "^(report|compare)$"))
+    continue()
+  endif()
   set(out ${CMAKE_BINARY_DIR}/man/${page}.1)
   add_custom_command(OUTPUT ${out}
     COMMAND ${CMAKE_CURRENT_LIST_DIR}/man_page.sh $<TARGET_FILE:${program}> "${command}" ${page} ${PROJECT_VERSION} ${out}

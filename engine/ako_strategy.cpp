@@ -20,8 +20,8 @@ AkoStrategy::AkoStrategy(const protocol::JobSpec &spec, Trainer &trainer, Mailbo
     constexpr double kFirstPartitionBytes = 64 * 1024;
     m_partitions = std::clamp<std::int64_t>(std::int64_t(std::ceil(double(trainer.parameterCount()) * 4 / kFirstPartitionBytes)),
                                             1, kMaxPartitions);
-    const StrategyOptions o(spec.strategyOptions, spec.strategy, {"partitions"});
-    m_fixedPartitions = std::int64_t(o.number("partitions", 0, 0, 4096));
+    const StrategyOptions o(spec.strategyOptions, spec.strategy);
+    m_fixedPartitions = std::int64_t(o.number("partitions"));
 }
 
 std::vector<double> AkoStrategy::incomingBandwidth() const { return m_mailbox.incomingBandwidth(); }

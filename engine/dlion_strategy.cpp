@@ -10,10 +10,6 @@
 namespace dlion::engine {
 
 namespace {
-// Rounds a worker may run ahead of the payloads it steps with. Measured on
-// wan-hetero (docs/benchmarks.md), 2 and 4 raised throughput 3-4x but not
-// accuracy at a time budget, and some seeds' replicas drifted apart.
-constexpr double kDefaultStaleness = 0;
 // The longest one payload may occupy its link (unless the round's own time
 // budget is longer): far under the point-to-point timeout, so a link cut to
 // a trickle stalls a round by about this, and never breaks the group. A
@@ -30,18 +26,18 @@ DlionStrategy::DlionStrategy(const protocol::JobSpec &spec, Trainer &trainer, Ma
     : m_trainer(trainer), m_mailbox(mailbox), m_batch(spec.batchSize), m_transfer(0.5, 500),
       m_topk(mailbox.world(), trainer.parameterCount())
 {
-    const StrategyOptions o(spec.strategyOptions, spec.strategy,
-                            {"wdb", "prioritized", "dkt", "min_share", "max_share", "round_budget_s", "dkt_period",
-                             "dkt_alpha", "heldout_samples", "staleness"});
-    m_staleness = std::int64_t(o.number("staleness", kDefaultStaleness, 0, 64));
-    m_wdb = o.flag("wdb", true);
-    m_prioritized = o.flag("prioritized", true);
-    m_dkt = o.flag("dkt", true);
-    m_minShare = std::int64_t(o.number("min_share", std::max(1, spec.batchSize / 8), 1, 65536));
-    m_maxShare = std::int64_t(o.number("max_share", 4.0 * spec.batchSize, double(m_minShare), 1 << 20));
-    m_roundBudgetS = o.number("round_budget_s", 0, 0, 3600);
-    m_dktPeriod = std::int64_t(o.number("dkt_period", 50, 1, 1e9));
-    m_transfer = KnowledgeTransfer(o.number("dkt_alpha", 0.5, 0, 1), std::int64_t(o.number("heldout_samples", 500, 10, 1e6)));
+    const StrategyOptions o(spec.strategyOptions, spec.strategy);
+    m_staleness = std::int64_t(o.number("staleness"));
+    m_wdb = o.flag("wdb");
+    m_prioritized = o.flag("prioritized");
+    m_dkt = o.flag("dkt");
+    m_minShare = std::int64_t(o.number("min_share", std::max(1, spec.batchSize / 8)));
+    m_maxShare = std::int64_t(o.number("max_share", std::max(4.0 * spec.batchSize, double(m_minShare))));
+    if (m_maxShare < m_minShare)
+        throw EngineError("field \"strategy_options.max_share\" must be at least min_share (" + std::to_string(m_minShare) + ")");
+    m_roundBudgetS = o.number("round_budget_s");
+    m_dktPeriod = std::int64_t(o.number("dkt_period"));
+    m_transfer = KnowledgeTransfer(o.number("dkt_alpha"), std::int64_t(o.number("heldout_samples")));
     m_shares.assign(std::size_t(mailbox.world()), m_batch);
     m_credit.assign(std::size_t(mailbox.world()), 0.0);
 }

@@ -11,8 +11,8 @@ GaiaStrategy::GaiaStrategy(const protocol::JobSpec &spec, Trainer &trainer, Mail
     : m_trainer(trainer), m_mailbox(mailbox), m_batch(spec.batchSize),
       m_before(torch::zeros({trainer.parameterCount()})), m_accumulated(torch::zeros({trainer.parameterCount()}))
 {
-    const StrategyOptions o(spec.strategyOptions, spec.strategy, {"threshold"});
-    m_threshold = o.number("threshold", 0.01, 0, 10);
+    const StrategyOptions o(spec.strategyOptions, spec.strategy);
+    m_threshold = o.number("threshold");
 }
 
 std::vector<double> GaiaStrategy::incomingBandwidth() const { return m_mailbox.incomingBandwidth(); }

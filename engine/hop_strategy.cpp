@@ -12,13 +12,11 @@ namespace dlion::engine {
 HopStrategy::HopStrategy(const protocol::JobSpec &spec, Trainer &trainer, Mailbox &mailbox)
     : m_trainer(trainer), m_mailbox(mailbox), m_batch(spec.batchSize)
 {
-    const StrategyOptions o(spec.strategyOptions, spec.strategy, {"staleness", "backup", "skip", "topology"});
-    m_staleness = int(o.number("staleness", 4, 0, 1000));
-    m_backup = int(o.number("backup", 0, 0, 64));
-    m_skip = o.flag("skip", false);
-    const QString topology = spec.strategyOptions.value("topology").toString(QStringLiteral("ring"));
-    if (topology != QLatin1String("ring") && topology != QLatin1String("all"))
-        throw EngineError("field \"strategy_options.topology\" must be \"ring\" or \"all\"");
+    const StrategyOptions o(spec.strategyOptions, spec.strategy);
+    m_staleness = int(o.number("staleness"));
+    m_backup = int(o.number("backup"));
+    m_skip = o.flag("skip");
+    const QString topology = o.choice("topology");
     const int n = mailbox.world(), me = mailbox.rank();
     for (int j = 0; j < n; ++j) {
         const bool adjacent = topology == QLatin1String("all") || j == (me + 1) % n || j == (me + n - 1) % n;

@@ -122,7 +122,7 @@ bool Worker::MessageLoop::keepWaiting()
 
 void Worker::MessageLoop::idle(bool done)
 {
-    m_worker.setState(done ? "waiting" : "paused");
+    m_worker.setState(done ? protocol::WorkerState::Waiting : protocol::WorkerState::Paused);
     const auto started = Clock::now();
     while ((m_worker.m_pause || done) && !leaving()) {
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -132,7 +132,7 @@ void Worker::MessageLoop::idle(bool done)
     // A worker whose budget is spent stops its clock too.
     m_progress.pausedS += secondsSince(started);
     if (!done)
-        m_worker.setState("running");
+        m_worker.setState(protocol::WorkerState::Running);
 }
 
 // An evaluation is due when this worker's clock passes the next multiple of
@@ -205,7 +205,7 @@ RoundContext Worker::MessageLoop::roundContext()
 
 Worker::GroupEnd Worker::MessageLoop::run()
 {
-    m_worker.setState("running");
+    m_worker.setState(protocol::WorkerState::Running);
     sendControl();
     // Bounded by the budget, which the job spec guarantees is set: every
     // worker leaves when its own budget is spent or a peer's row says stop.

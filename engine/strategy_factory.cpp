@@ -18,7 +18,7 @@ std::unique_ptr<Strategy> makeStrategy(const protocol::JobSpec &spec, Trainer &t
         throw EngineError("strategy " + spec.strategy.toStdString() + " exchanges messages and needs a mailbox");
     const QString &name = spec.strategy;
     if (name == QLatin1String("allreduce")) {
-        StrategyOptions(spec.strategyOptions, name, {});
+        StrategyOptions(spec.strategyOptions, name);
         return std::make_unique<AllreduceStrategy>(spec, comm);
     }
     if (name == QLatin1String("dlion"))

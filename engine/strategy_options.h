@@ -2,51 +2,41 @@
 
 #include "engine_error.h"
 
-#include <QJsonObject>
-#include <QStringList>
+#include <strategy_knobs.h>
 
-#include <cmath>
-#include <string>
+#include <QJsonObject>
+
+#include <optional>
 
 namespace dlion::engine {
 
-// Typed access to a strategy's knobs (the job's "strategy_options"), with
-// errors naming the knob. Unknown knobs are refused so a typo is not
+// Typed access to a strategy's knobs (the job's "strategy_options") through
+// the knob schema (protocol/strategy_knobs.h): its checks, and its default
+// for a knob the job leaves out. Unknown knobs are refused so a typo is not
 // silently ignored.
 class StrategyOptions {
 public:
-    StrategyOptions(const QJsonObject &o, const QString &strategy, const QStringList &known) : m_o(o)
+    StrategyOptions(const QJsonObject &o, const QString &strategy) : m_o(o), m_strategy(strategy)
     {
-        for (auto it = o.begin(); it != o.end(); ++it) {
-            if (!known.contains(it.key()) && it.key() != QLatin1String("timeout_s"))
-                throw EngineError("unknown knob \"strategy_options." + it.key().toStdString() + "\" for strategy "
-                                  + strategy.toStdString() + " (known: " + known.join(", ").toStdString() + ")");
-        }
+        if (const QString why = protocol::checkKnobs(strategy, o); !why.isEmpty())
+            throw EngineError(why.toStdString());
     }
 
-    double number(const char *key, double fallback, double lo, double hi) const
+    // `derived`: the default of a knob whose schema default is derived from
+    // other job fields.
+    double number(const char *key, std::optional<double> derived = std::nullopt) const
     {
-        const QJsonValue v = m_o.value(QLatin1String(key));
-        if (v.isUndefined())
-            return fallback;
-        if (!v.isDouble() || !std::isfinite(v.toDouble()) || v.toDouble() < lo || v.toDouble() > hi)
-            throw EngineError("field \"strategy_options." + std::string(key) + "\" must be a number from "
-                              + std::to_string(lo) + " to " + std::to_string(hi));
-        return v.toDouble();
+        const QJsonValue v = value(key);
+        return v.isNull() && derived ? *derived : v.toDouble();
     }
-
-    bool flag(const char *key, bool fallback) const
-    {
-        const QJsonValue v = m_o.value(QLatin1String(key));
-        if (v.isUndefined())
-            return fallback;
-        if (!v.isBool())
-            throw EngineError("field \"strategy_options." + std::string(key) + "\" must be true or false");
-        return v.toBool();
-    }
+    bool flag(const char *key) const { return value(key).toBool(); }
+    QString choice(const char *key) const { return value(key).toString(); }
 
 private:
+    QJsonValue value(const char *key) const { return protocol::knobValue(m_strategy, m_o, QLatin1String(key)); }
+
     QJsonObject m_o;
+    QString m_strategy;
 };
 
 } // namespace dlion::engine

@@ -8,6 +8,7 @@
 #include "link_emulator.h"
 #include "mailbox.h"
 #include "strategy.h"
+#include "strategy_options.h"
 #include "trainer.h"
 #include "worker_progress.h"
 
@@ -101,10 +102,10 @@ void Worker::requestRegroup(const protocol::GroupPlan &plan)
     m_planArrived.notify_all();
 }
 
-void Worker::setState(const char *s)
+void Worker::setState(protocol::WorkerState s)
 {
     if (m_hooks.state)
-        m_hooks.state(QString::fromLatin1(s));
+        m_hooks.state(s);
 }
 
 void Worker::requestStop()
@@ -202,7 +203,8 @@ std::unique_ptr<Comm> Worker::makeComm(const protocol::GroupPlan &plan)
     co.secret = m_secret;
     co.rank = plan.rankOf(m_spec.rank);
     co.world = int(plan.members.size());
-    co.timeout = std::chrono::milliseconds(qint64(m_spec.strategyOptions.value("timeout_s").toDouble(60) * 1000));
+    const StrategyOptions knobs(m_spec.strategyOptions, m_spec.strategy);
+    co.timeout = std::chrono::milliseconds(qint64(knobs.number("timeout_s") * 1000));
     auto comm = std::make_unique<Comm>(co);
     std::lock_guard lock(m_groupMutex);
     m_comm = comm.get();
@@ -232,7 +234,7 @@ void Worker::checkModelSizes(Comm &comm, const protocol::GroupPlan &plan, Traine
 void Worker::joinGroup(Comm &comm, const protocol::GroupPlan &plan, Trainer &trainer, LinkEmulator &emulator,
                        Progress &progress)
 {
-    setState("rendezvous");
+    setState(protocol::WorkerState::Rendezvous);
     comm.connect();
     emulator.setGroup(std::vector<int>(plan.members.begin(), plan.members.end()));
     // Every member starts from the source's replica (parameters and
@@ -271,7 +273,7 @@ WorkerResult Worker::run()
                           "uses a CPU-only LibTorch");
 
     LinkEmulator emulator(m_spec.emulation, m_spec.world);
-    setState("loading");
+    setState(protocol::WorkerState::Loading);
     Trainer trainer(m_spec);
     qCInfo(lcEngine) << "worker" << m_spec.rank << "holds" << trainer.localTrainSize() << "training samples,"
                      << trainer.parameterCount() << "parameters";
@@ -309,7 +311,7 @@ WorkerResult Worker::run()
                 m_hooks.groupFailed(plan.generation, QString::fromStdString(why));
         }
         retire(std::move(comm));
-        setState("regrouping");
+        setState(protocol::WorkerState::Regrouping);
         const auto next = awaitPlan(why);
         if (!next) {
             // Stopped while no group exists: report this replica alone.
@@ -481,7 +483,7 @@ Worker::GroupEnd Worker::train(Comm &comm, Trainer &trainer, LinkEmulator &emula
         control.exchange(mine, strategy->incomingBandwidth());
     };
 
-    setState("running");
+    setState(protocol::WorkerState::Running);
     // Bounded by the budget, which the job spec guarantees is set.
     for (;;) {
         exchangeControl();
@@ -490,7 +492,7 @@ Worker::GroupEnd Worker::train(Comm &comm, Trainer &trainer, LinkEmulator &emula
         if (control.any(ControlExchange::Regroup))
             return GroupEnd::Regroup;
         if (control.any(ControlExchange::Pause)) {
-            setState("paused");
+            setState(protocol::WorkerState::Paused);
             const auto pauseStart = Clock::now();
             while (control.any(ControlExchange::Pause) && !control.any(ControlExchange::Stop)
                    && !control.any(ControlExchange::Regroup)) {
@@ -498,7 +500,7 @@ Worker::GroupEnd Worker::train(Comm &comm, Trainer &trainer, LinkEmulator &emula
                 exchangeControl();
             }
             progress.pausedS += secondsSince(pauseStart);
-            setState("running");
+            setState(protocol::WorkerState::Running);
             continue;
         }
         if (control.at(0, ControlExchange::Eval) > 0) {

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <control_names.h>
 #include <job_spec.h>
 #include <telemetry.h>
 
@@ -34,9 +35,9 @@ struct WorkerHooks {
     std::function<void(const protocol::MergeEvent &)> merge;
     // Once, when the worker has loaded its data.
     std::function<void(const protocol::DataSummary &)> data;
-    // loading, rendezvous, running, paused, waiting (its budget spent, for
-    // its peers to spend theirs), regrouping
-    std::function<void(const QString &state)> state;
+    // Loading, Rendezvous, Running, Paused, Waiting (its budget spent, for
+    // its peers to spend theirs), Regrouping
+    std::function<void(protocol::WorkerState state)> state;
     // A problem training goes on despite (a failed checkpoint write).
     std::function<void(const QString &message)> warning;
     // Group generation `generation` never formed (its rendezvous or first
@@ -141,7 +142,7 @@ private:
     void restore(Trainer &trainer, Progress &progress);
     // Writes a checkpoint when one is due; a failure only warns.
     void maybeCheckpoint(Trainer &trainer, Progress &progress);
-    void setState(const char *s);
+    void setState(protocol::WorkerState s);
 
     protocol::JobSpec m_spec;
     std::string m_localHost;

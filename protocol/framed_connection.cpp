@@ -1,6 +1,7 @@
 #include "framed_connection.h"
 
 #include "handshake.h"
+#include "protocol_log.h"
 
 #include <dlion_version.h>
 #include <QCoreApplication>

@@ -2,7 +2,6 @@
 
 #include "frame_codec.h"
 
-#include <QLoggingCategory>
 #include <QObject>
 #include <QPointer>
 #include <QTimer>
@@ -10,8 +9,6 @@
 class QTcpSocket;
 
 namespace dlion::protocol {
-
-Q_DECLARE_LOGGING_CATEGORY(lcLink)
 
 // One authenticated control connection over TCP, for either side.
 //

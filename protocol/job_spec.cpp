@@ -1,16 +1,18 @@
 #include "job_spec.h"
 
+#include "strategy_knobs.h"
+
 #include <QJsonArray>
 #include <QSet>
 #include <QStringList>
 
+#include <algorithm>
 #include <cmath>
 
 namespace dlion::protocol {
 
 namespace {
 
-const QStringList kStrategies = {"allreduce", "dlion", "gaia", "ako", "hop"};
 const QStringList kModels = {"lenet5", "mlp", "cnn"};
 const QStringList kDatasets = {"fashion-mnist", "mnist", "synthetic", "cifar10", "shapes", "imagefolder", "csv", "npy"};
 const QStringList kTestSets = {"local", "shared"};
@@ -311,20 +313,26 @@ QJsonObject JobSpec::toJson() const
     return out;
 }
 
-std::optional<JobSpec> JobSpec::fromJson(const QJsonObject &json, QString *error)
+namespace {
+
+void readUnknownFields(const QJsonObject &json, Reader &r)
 {
     static const QSet<QString> known = {
         "strategy", "model", "dataset", "data_dir", "partition", "batch_size", "lr", "momentum",
         "weight_decay", "lr_schedule", "seed", "budget", "eval_interval_s", "eval_samples", "threads",
         "device", "verify_replicas", "slowdown", "strategy_options", "emulation", "rank", "world", "rendezvous_host",
         "rendezvous_port", "workers", "group", "checkpoint", "resume_from", "worker_data", "test_set", "class_names"};
-    JobSpec s;
-    Reader r(json, QString());
     for (auto it = json.begin(); it != json.end(); ++it) {
         if (!known.contains(it.key()))
             r.failRaw(QStringLiteral("unknown field \"%1\" in the job (check its spelling)").arg(it.key()));
     }
-    r.str("strategy", s.strategy, kStrategies);
+}
+
+// What is trained and how: every top-level field but placement and the
+// nested objects.
+void readTraining(Reader &r, JobSpec &s)
+{
+    r.str("strategy", s.strategy, strategyNames());
     r.str("model", s.model);
     if (!kModels.contains(s.model) && !s.model.endsWith(QLatin1String(".pt")))
         r.fail("model", QStringLiteral("is \"%1\"; allowed: %2, or a TorchScript file PATH.pt").arg(s.model, kModels.join(", ")));
@@ -347,36 +355,58 @@ std::optional<JobSpec> JobSpec::fromJson(const QJsonObject &json, QString *error
     r.str("device", s.device, kDevices);
     r.boolean("verify_replicas", s.verifyReplicas);
     r.object("strategy_options", s.strategyOptions);
+    if (r.error().isEmpty())
+        r.failRaw(checkKnobs(s.strategy, s.strategyOptions));
     r.object("emulation", s.emulation);
+    r.str("resume_from", s.resumeFrom);
+}
+
+void readPlacement(Reader &r, JobSpec &s)
+{
     r.num("rank", s.rank, 0, 4095);
     r.num("world", s.world, 1, 4096);
     r.str("rendezvous_host", s.rendezvousHost);
     r.num("rendezvous_port", s.rendezvousPort, 0, 65535);
-    r.str("resume_from", s.resumeFrom);
+    if (s.rank >= s.world)
+        r.fail("rank", QStringLiteral("is %1 but world is %2").arg(s.rank).arg(s.world));
+}
+
+// Data each worker holds itself: worker_data (one entry per worker), whose
+// test split scores it, and the label names.
+void readOwnData(const QJsonObject &json, Reader &r, JobSpec &s)
+{
     readWorkerData(json, r, s.workerData);
     r.str("test_set", s.testSet, kTestSets);
     r.strings("class_names", s.classNames);
     if (s.classNames.size() > 256 || s.classNames.size() != QSet<QString>(s.classNames.begin(), s.classNames.end()).size())
         r.fail("class_names", QStringLiteral("must list at most 256 distinct names"));
+    if (!s.workerData.isEmpty() && json.contains("world") && s.workerData.size() != s.world)
+        r.fail("worker_data", QStringLiteral("lists %1 entries for %2 workers; give one per worker").arg(s.workerData.size()).arg(s.world));
+}
 
-    if (const QJsonValue ck = json.value("checkpoint"); !ck.isUndefined()) {
-        if (!ck.isObject())
-            r.fail("checkpoint", QStringLiteral("must be an object with dir, interval_s and keep"));
-        const QJsonObject c = ck.toObject();
-        Reader cr(c, QStringLiteral("checkpoint."));
-        for (auto it = c.begin(); it != c.end(); ++it) {
-            if (!QStringList{"dir", "interval_s", "keep"}.contains(it.key()))
-                cr.failRaw(QStringLiteral("unknown field \"checkpoint.%1\" (allowed: dir, interval_s, keep)").arg(it.key()));
-        }
-        cr.str("dir", s.checkpoint.dir);
-        cr.num("interval_s", s.checkpoint.intervalS, 0.1, 1e7);
-        cr.num("keep", s.checkpoint.keep, 1, 1000);
-        if (ck.isObject() && s.checkpoint.dir.isEmpty())
-            cr.fail("dir", QStringLiteral("must name the directory checkpoints are written to"));
-        if (!cr.error().isEmpty())
-            r.failRaw(cr.error());
+void readCheckpoint(const QJsonObject &json, Reader &r, CheckpointSpec &out)
+{
+    const QJsonValue ck = json.value("checkpoint");
+    if (ck.isUndefined())
+        return;
+    if (!ck.isObject())
+        r.fail("checkpoint", QStringLiteral("must be an object with dir, interval_s and keep"));
+    const QJsonObject c = ck.toObject();
+    Reader cr(c, QStringLiteral("checkpoint."));
+    for (auto it = c.begin(); it != c.end(); ++it) {
+        if (!QStringList{"dir", "interval_s", "keep"}.contains(it.key()))
+            cr.failRaw(QStringLiteral("unknown field \"checkpoint.%1\" (allowed: dir, interval_s, keep)").arg(it.key()));
     }
+    cr.str("dir", out.dir);
+    cr.num("interval_s", out.intervalS, 0.1, 1e7);
+    cr.num("keep", out.keep, 1, 1000);
+    if (ck.isObject() && out.dir.isEmpty())
+        cr.fail("dir", QStringLiteral("must name the directory checkpoints are written to"));
+    r.failRaw(cr.error());
+}
 
+void readBudget(const QJsonObject &json, Reader &r, Budget &out)
+{
     const QJsonValue budget = json.value("budget");
     if (!budget.isUndefined() && !budget.isObject())
         r.fail("budget", QStringLiteral("must be an object with seconds, epochs, target_accuracy or max_rounds"));
@@ -386,45 +416,61 @@ std::optional<JobSpec> JobSpec::fromJson(const QJsonObject &json, QString *error
         if (!QStringList{"seconds", "epochs", "target_accuracy", "max_rounds"}.contains(it.key()))
             br.failRaw(QStringLiteral("unknown field \"budget.%1\" (allowed: seconds, epochs, target_accuracy, max_rounds)").arg(it.key()));
     }
-    br.num("seconds", s.budget.seconds, 0, 1e7);
-    br.num("epochs", s.budget.epochs, 0, 1e6);
-    br.num("target_accuracy", s.budget.targetAccuracy, 0, 1);
-    br.num("max_rounds", s.budget.maxRounds, 0, 1e12);
-    if (!br.error().isEmpty())
-        r.failRaw(br.error());
-    if (s.budget.seconds <= 0 && s.budget.epochs <= 0 && s.budget.targetAccuracy <= 0 && s.budget.maxRounds <= 0)
+    br.num("seconds", out.seconds, 0, 1e7);
+    br.num("epochs", out.epochs, 0, 1e6);
+    br.num("target_accuracy", out.targetAccuracy, 0, 1);
+    br.num("max_rounds", out.maxRounds, 0, 1e12);
+    r.failRaw(br.error());
+    if (out.seconds <= 0 && out.epochs <= 0 && out.targetAccuracy <= 0 && out.maxRounds <= 0)
         r.failRaw(QStringLiteral("field \"budget\" sets no limit: give seconds, epochs, target_accuracy or max_rounds"));
+}
 
+void readSlowdown(const QJsonObject &json, Reader &r, QList<double> &out)
+{
     const QJsonValue slow = json.value("slowdown");
-    if (!slow.isUndefined()) {
-        if (!slow.isArray()) {
-            r.fail("slowdown", QStringLiteral("must be a list of factors >= 1, one per worker"));
-        } else {
-            for (const QJsonValue &v : slow.toArray()) {
-                if (!v.isDouble() || !(v.toDouble() >= 1) || !std::isfinite(v.toDouble())) {
-                    r.fail("slowdown", QStringLiteral("must be a list of factors >= 1, one per worker"));
-                    break;
-                }
-                s.slowdown.append(v.toDouble());
-            }
-        }
-    }
-    if (!s.workerData.isEmpty() && json.contains("world") && s.workerData.size() != s.world)
-        r.fail("worker_data", QStringLiteral("lists %1 entries for %2 workers; give one per worker").arg(s.workerData.size()).arg(s.world));
-    if (s.rank >= s.world)
-        r.fail("rank", QStringLiteral("is %1 but world is %2").arg(s.rank).arg(s.world));
-    if (const QJsonValue g = json.value("group"); !g.isUndefined() && r.error().isEmpty()) {
-        QString why;
-        if (!g.isObject())
-            r.fail("group", QStringLiteral("must be an object with generation, members and source"));
-        else if (const auto plan = GroupPlan::fromJson(g.toObject(), s.world, &why))
-            s.group = *plan;
-        else
-            r.failRaw(why);
-        if (r.error().isEmpty() && !s.group.members.contains(s.rank))
-            r.fail("group", QStringLiteral("does not list this worker (%1) as a member").arg(s.rank));
-    }
+    if (slow.isUndefined())
+        return;
+    const QJsonArray factors = slow.toArray();
+    const bool valid = slow.isArray() && std::all_of(factors.begin(), factors.end(), [](const QJsonValue &v) {
+        return v.isDouble() && v.toDouble() >= 1 && std::isfinite(v.toDouble());
+    });
+    if (!valid)
+        return r.fail("slowdown", QStringLiteral("must be a list of factors >= 1, one per worker"));
+    for (const QJsonValue &v : factors)
+        out.append(v.toDouble());
+}
 
+// Only once everything else is valid: the plan is checked against world and rank.
+void readGroup(const QJsonObject &json, Reader &r, JobSpec &s)
+{
+    const QJsonValue g = json.value("group");
+    if (g.isUndefined() || !r.error().isEmpty())
+        return;
+    QString why;
+    if (!g.isObject())
+        r.fail("group", QStringLiteral("must be an object with generation, members and source"));
+    else if (const auto plan = GroupPlan::fromJson(g.toObject(), s.world, &why))
+        s.group = *plan;
+    else
+        r.failRaw(why);
+    if (r.error().isEmpty() && !s.group.members.contains(s.rank))
+        r.fail("group", QStringLiteral("does not list this worker (%1) as a member").arg(s.rank));
+}
+
+} // namespace
+
+std::optional<JobSpec> JobSpec::fromJson(const QJsonObject &json, QString *error)
+{
+    JobSpec s;
+    Reader r(json, QString());
+    readUnknownFields(json, r);
+    readTraining(r, s);
+    readPlacement(r, s);
+    readOwnData(json, r, s);
+    readCheckpoint(json, r, s.checkpoint);
+    readBudget(json, r, s.budget);
+    readSlowdown(json, r, s.slowdown);
+    readGroup(json, r, s);
     if (!r.error().isEmpty()) {
         if (error)
             *error = r.error();

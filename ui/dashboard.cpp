@@ -166,7 +166,6 @@ int Dashboard::refresh()
             ++replotted;
         }
     }
-    Q_EMIT refreshed();
     return replotted;
 }
 

@@ -53,9 +53,6 @@ public:
     QList<TimeSeriesPlot *> timeSeriesPlots() const;
     const HeatmapPlot *bandwidthMap() const { return m_bandwidth; }
 
-Q_SIGNALS:
-    void refreshed();
-
 protected:
     void changeEvent(QEvent *e) override;
 

@@ -2,7 +2,7 @@
 
 #include "host_dialog.h"
 #include "read_only_table.h"
-#include "ssh_config_import.h"
+#include <ssh_config_import.h>
 
 #include <QFileDialog>
 #include <QHBoxLayout>
@@ -93,7 +93,7 @@ HostsForm::HostsForm(QWidget *parent)
         Q_EMIT changed();
     });
     connect(m_import, &QPushButton::clicked, this, [this] {
-        QString path = SshConfigImport::defaultPath();
+        QString path = core::SshConfigImport::defaultPath();
         if (!QFileInfo::exists(path))
             path = QFileDialog::getOpenFileName(this, tr("SSH client configuration"), QDir::homePath());
         if (path.isEmpty())
@@ -152,7 +152,7 @@ void HostsForm::editRow(int row)
 
 int HostsForm::importSshConfig(const QString &path, QString *error)
 {
-    const QList<QJsonObject> found = SshConfigImport::readFile(path, error);
+    const QList<QJsonObject> found = core::SshConfigImport::readFile(path, error);
     int added = 0;
     for (const QJsonObject &h : found) {
         if (rowOf(h.value("name").toString()) < 0) {

@@ -15,6 +15,9 @@
 #include <QStackedWidget>
 #include <QVBoxLayout>
 
+#include <cmath>
+#include <limits>
+
 namespace dlion::ui {
 
 namespace {
@@ -55,6 +58,78 @@ void select(QComboBox *c, const QString &key)
         c->setCurrentIndex(i);
 }
 
+using protocol::Knob;
+
+// A knob with a derived default gets one more value below its range,
+// shown as "auto": the engine's default.
+double formLowest(const Knob &k) { return k.lo * k.scale - (k.derivedDefault() ? 1 : 0); }
+
+QWidget *knobInput(QWidget *parent, const Knob &k)
+{
+    const QString lowest = k.derivedDefault() ? JobEditor::tr("auto") : k.lowestText;
+    QWidget *input = nullptr;
+    switch (k.type) {
+    case Knob::Type::Flag:
+        input = new QCheckBox(k.label, parent);
+        break;
+    case Knob::Type::Choice: {
+        QList<std::pair<QString, QString>> items;
+        for (const protocol::KnobChoice &c : k.choices)
+            items.append({c.label, c.value});
+        input = combo(parent, items);
+        break;
+    }
+    case Knob::Type::Integer: {
+        auto *s = intSpin(parent, int(formLowest(k)), int(std::min<double>(k.hi, std::numeric_limits<int>::max())), 0, k.unit);
+        s->setSpecialValueText(lowest);
+        input = s;
+        break;
+    }
+    case Knob::Type::Number: {
+        auto *d = doubleSpin(parent, formLowest(k), k.hi * k.scale, 0, k.decimals, k.unit);
+        d->setSingleStep(std::min(1.0, (k.hi - k.lo) * k.scale / 20));
+        d->setSpecialValueText(lowest);
+        input = d;
+        break;
+    }
+    }
+    input->setToolTip(k.help);
+    return input;
+}
+
+// Shows `v`, or the knob's default when `v` is undefined.
+void setKnobInput(const Knob &k, QWidget *input, const QJsonValue &v)
+{
+    const QJsonValue value = v.isUndefined() ? k.defaultValue : v;
+    if (auto *c = qobject_cast<QCheckBox *>(input))
+        c->setChecked(value.toBool());
+    else if (auto *c = qobject_cast<QComboBox *>(input))
+        select(c, value.toString());
+    else if (auto *s = qobject_cast<QSpinBox *>(input))
+        s->setValue(value.isNull() ? s->minimum() : value.toInt());
+    else if (auto *d = qobject_cast<QDoubleSpinBox *>(input))
+        d->setValue(value.isNull() ? d->minimum() : value.toDouble() * k.scale);
+}
+
+// The knob's value for the job: undefined at its default, so a job holds
+// only the knobs the user changed.
+QJsonValue knobInputValue(const Knob &k, const QWidget *input)
+{
+    QJsonValue v;
+    if (auto *c = qobject_cast<const QCheckBox *>(input))
+        v = c->isChecked();
+    else if (auto *c = qobject_cast<const QComboBox *>(input))
+        v = c->currentData().toString();
+    else if (auto *s = qobject_cast<const QSpinBox *>(input))
+        v = s->value() == s->minimum() && k.derivedDefault() ? QJsonValue() : QJsonValue(s->value());
+    else if (auto *d = qobject_cast<const QDoubleSpinBox *>(input))
+        v = d->value() == d->minimum() && k.derivedDefault() ? QJsonValue() : QJsonValue(d->value() / k.scale);
+    const bool atDefault = v.isNull()
+        || (!k.derivedDefault()
+            && (v.isDouble() ? std::abs(v.toDouble() - k.defaultValue.toDouble()) < 1e-12 : v == k.defaultValue));
+    return atDefault ? QJsonValue(QJsonValue::Undefined) : v;
+}
+
 } // namespace
 
 JobEditor::JobEditor(QWidget *parent) : QWidget(parent)
@@ -79,19 +154,13 @@ JobEditor::JobEditor(QWidget *parent) : QWidget(parent)
                 {"eval_interval_s", m_evalInterval}, {"eval_samples", m_evalSamples},
                 {"budget.seconds", m_seconds},
                 {"budget.epochs", m_epochs},    {"budget.target_accuracy", m_target},
-                {"budget.max_rounds", m_maxRounds}, {"strategy_options.dkt_period", m_dktPeriod},
-                {"strategy_options.dkt_alpha", m_dktAlpha}, {"strategy_options.threshold", m_gaiaThreshold},
-                {"strategy_options.partitions", m_akoPartitions}, {"strategy_options.backup", m_hopBackup},
-                {"strategy_options.topology", m_hopTopology}, {"strategy_options.staleness", m_hopStaleness},
-                {"strategy_options.skip", m_hopSkip},
+                {"budget.max_rounds", m_maxRounds},
                 {"checkpoint.dir", m_checkpointDir}, {"checkpoint.interval_s", m_checkpointInterval},
                 {"checkpoint.keep", m_checkpointKeep}, {"resume_from", m_resumeFrom}};
     for (auto it = m_fields.cbegin(); it != m_fields.cend(); ++it) {
         it.value()->setObjectName(it.key());
         watch(it.value());
     }
-    for (QCheckBox *c : {m_wdb, m_prioritized, m_dkt})
-        watch(c);
     watch(m_partition);
 }
 
@@ -213,74 +282,14 @@ QWidget *JobEditor::buildCheckpointGroup()
 QWidget *JobEditor::buildStrategyGroup()
 {
     auto *box = new QGroupBox(tr("Strategy"), this);
-    m_strategy = combo(box, {{tr("DLion (WDB + prioritized exchange + DKT)"), "dlion"},
-                             {tr("All-reduce (BSP, like PyTorch DDP)"), "allreduce"},
-                             {tr("Gaia (significance filter)"), "gaia"},
-                             {tr("Ako (partial gradient partitions)"), "ako"},
-                             {tr("Hop (decentralized, backup workers)"), "hop"}});
+    m_strategy = new QComboBox(box);
     m_knobs = new QStackedWidget(box);
-
-    auto *dlion = new QWidget(m_knobs);
-    m_wdb = new QCheckBox(tr("Weighted dynamic batching"), dlion);
-    m_wdb->setToolTip(tr("Each worker's batch share follows its measured compute rate"));
-    m_prioritized = new QCheckBox(tr("Per-link prioritized gradient exchange"), dlion);
-    m_prioritized->setToolTip(tr("Send only the largest gradient entries a link can carry in a round"));
-    m_dkt = new QCheckBox(tr("Direct knowledge transfer"), dlion);
-    m_dkt->setToolTip(tr("Periodically merge the best worker's parameters into the others"));
-    for (QCheckBox *c : {m_wdb, m_prioritized, m_dkt})
-        c->setChecked(true);
-    m_dktPeriod = intSpin(dlion, 1, 1000000, 50, tr(" rounds"));
-    m_dktPeriod->setToolTip(tr("Rounds between knowledge transfers"));
-    m_dktAlpha = doubleSpin(dlion, 0, 1, 0.5, 2, QString());
-    m_dktAlpha->setPrefix(tr("α = "));
-    m_dktAlpha->setSingleStep(0.05);
-    m_dktAlpha->setToolTip(tr("Merge weight: w ← (1−α)·w + α·w_best"));
-    m_dlionStaleness = intSpin(dlion, 0, 64, 0, tr(" rounds"));
-    m_dlionStaleness->setToolTip(tr("Rounds a worker may run ahead of the payloads it steps with "
-                                    "(0: fully synchronous; more hides WAN latency)"));
-    connect(m_dkt, &QCheckBox::toggled, m_dktPeriod, &QWidget::setEnabled);
-    connect(m_dkt, &QCheckBox::toggled, m_dktAlpha, &QWidget::setEnabled);
-    auto *dlionForm = new QFormLayout(dlion);
-    dlionForm->addRow(m_wdb);
-    dlionForm->addRow(m_prioritized);
-    dlionForm->addRow(m_dkt);
-    dlionForm->addRow(tr("DKT &period:"), m_dktPeriod);
-    dlionForm->addRow(tr("DKT &weight:"), m_dktAlpha);
-    dlionForm->addRow(tr("&Staleness bound:"), m_dlionStaleness);
-
-    auto *allreduce = new QLabel(tr("Dense synchronous all-reduce of equal batches; no knobs."), m_knobs);
-    allreduce->setWordWrap(true);
-    allreduce->setAlignment(Qt::AlignTop | Qt::AlignLeft);
-
-    auto *gaia = new QWidget(m_knobs);
-    m_gaiaThreshold = doubleSpin(gaia, 0, 1000, 1, 2, tr(" %"));
-    m_gaiaThreshold->setToolTip(tr("Share an update only where |Δw| / |w| exceeds this (Gaia used 1 %)"));
-    (new QFormLayout(gaia))->addRow(tr("Significance &threshold:"), m_gaiaThreshold);
-
-    auto *ako = new QWidget(m_knobs);
-    m_akoPartitions = intSpin(ako, 0, 4096, 0, QString());
-    m_akoPartitions->setSpecialValueText(tr("auto (from bandwidth)"));
-    m_akoPartitions->setToolTip(tr("Gradient partitions p; one partition is sent per round"));
-    (new QFormLayout(ako))->addRow(tr("&Partitions:"), m_akoPartitions);
-
-    auto *hop = new QWidget(m_knobs);
-    m_hopBackup = intSpin(hop, 0, 64, 0, tr(" workers"));
-    m_hopBackup->setToolTip(tr("Backup workers: proceed once n − b neighbours are within the staleness bound"));
-    m_hopStaleness = intSpin(hop, 0, 1000, 4, tr(" rounds"));
-    m_hopStaleness->setToolTip(tr("A worker may run at most this many rounds ahead of its slowest neighbour"));
-    m_hopSkip = new QCheckBox(tr("Iteration skipping"), hop);
-    m_hopSkip->setToolTip(tr("A worker behind all its neighbours jumps to their iteration"));
-    m_hopTopology = combo(hop, {{tr("Ring (two neighbours)"), "ring"}, {tr("All (every other worker)"), "all"}});
-    m_hopTopology->setToolTip(tr("Whose models each worker averages with"));
-    auto *hopForm = new QFormLayout(hop);
-    hopForm->addRow(tr("&Staleness bound:"), m_hopStaleness);
-    hopForm->addRow(tr("&Backup workers:"), m_hopBackup);
-    hopForm->addRow(m_hopSkip);
-    hopForm->addRow(tr("&Topology:"), m_hopTopology);
-
-    for (QWidget *page : {dlion, static_cast<QWidget *>(allreduce), gaia, ako, hop})
-        m_knobs->addWidget(page);
+    for (const protocol::StrategyInfo &s : protocol::strategies()) {
+        m_strategy->addItem(s.title, s.name);
+        m_knobs->addWidget(buildKnobPage(s));
+    }
     connect(m_strategy, &QComboBox::currentIndexChanged, m_knobs, &QStackedWidget::setCurrentIndex);
+    select(m_strategy, QStringLiteral("dlion"));
 
     auto *layout = new QVBoxLayout(box);
     layout->addWidget(m_strategy);
@@ -288,43 +297,63 @@ QWidget *JobEditor::buildStrategyGroup()
     return box;
 }
 
+QWidget *JobEditor::buildKnobPage(const protocol::StrategyInfo &strategy)
+{
+    auto *page = new QWidget(m_knobs);
+    auto *form = new QFormLayout(page);
+    QList<KnobField> &fields = m_knobFields[strategy.name];
+    for (const protocol::Knob &k : strategy.knobs) {
+        QWidget *input = knobInput(page, k);
+        input->setObjectName(QStringLiteral("strategy_options.") + k.name);
+        setKnobInput(k, input, QJsonValue::Undefined);
+        watch(input);
+        if (k.type == protocol::Knob::Type::Flag)
+            form->addRow(input);
+        else
+            form->addRow(k.label, input);
+        fields.append({&k, input});
+    }
+    // A knob that only matters with a technique on is greyed out while it is off.
+    for (const KnobField &f : std::as_const(fields)) {
+        if (auto *flag = qobject_cast<QCheckBox *>(knobField(fields, f.knob->needs)))
+            connect(flag, &QCheckBox::toggled, f.input, &QWidget::setEnabled);
+    }
+    return page;
+}
+
+QWidget *JobEditor::knobField(const QList<KnobField> &fields, const QString &name)
+{
+    for (const KnobField &f : fields) {
+        if (f.knob->name == name)
+            return f.input;
+    }
+    return nullptr;
+}
+
+QString JobEditor::currentStrategy() const { return m_strategy->currentData().toString(); }
+
+QWidget *JobEditor::field(const QString &key) const
+{
+    static const QString prefix = QStringLiteral("strategy_options.");
+    if (!key.startsWith(prefix))
+        return m_fields.value(key);
+    return knobField(m_knobFields.value(currentStrategy()), key.mid(prefix.size()));
+}
+
 QJsonObject JobEditor::strategyOptions() const
 {
-    const QString s = m_strategy->currentData().toString();
-    if (s == QLatin1String("dlion"))
-        return {{"wdb", m_wdb->isChecked()},
-                {"prioritized", m_prioritized->isChecked()},
-                {"dkt", m_dkt->isChecked()},
-                {"dkt_period", m_dktPeriod->value()},
-                {"dkt_alpha", m_dktAlpha->value()},
-                {"staleness", m_dlionStaleness->value()}};
-    if (s == QLatin1String("gaia"))
-        return {{"threshold", m_gaiaThreshold->value() / 100.0}};
-    if (s == QLatin1String("ako") && m_akoPartitions->value() > 0)
-        return {{"partitions", m_akoPartitions->value()}};
-    if (s == QLatin1String("hop")) {
-        return {{"staleness", m_hopStaleness->value()},
-                {"backup", m_hopBackup->value()},
-                {"skip", m_hopSkip->isChecked()},
-                {"topology", m_hopTopology->currentData().toString()}};
+    QJsonObject options;
+    for (const KnobField &f : m_knobFields.value(currentStrategy())) {
+        if (const QJsonValue v = knobInputValue(*f.knob, f.input); !v.isUndefined())
+            options.insert(f.knob->name, v);
     }
-    return {};
+    return options;
 }
 
 void JobEditor::setStrategyOptions(const QJsonObject &o)
 {
-    m_wdb->setChecked(o.value("wdb").toBool(true));
-    m_prioritized->setChecked(o.value("prioritized").toBool(true));
-    m_dkt->setChecked(o.value("dkt").toBool(true));
-    m_dktPeriod->setValue(o.value("dkt_period").toInt(50));
-    m_dktAlpha->setValue(o.value("dkt_alpha").toDouble(0.5));
-    m_dlionStaleness->setValue(o.value("staleness").toInt(0));
-    m_hopStaleness->setValue(o.value("staleness").toInt(4));
-    m_hopSkip->setChecked(o.value("skip").toBool(false));
-    m_gaiaThreshold->setValue(100.0 * o.value("threshold").toDouble(0.01));
-    m_akoPartitions->setValue(o.value("partitions").toInt(0));
-    m_hopBackup->setValue(o.value("backup").toInt(0));
-    m_hopTopology->setCurrentIndex(std::max(0, m_hopTopology->findData(o.value("topology").toString("ring"))));
+    for (const KnobField &f : m_knobFields.value(currentStrategy()))
+        setKnobInput(*f.knob, f.input, o.value(f.knob->name));
 }
 
 QJsonObject JobEditor::job() const
@@ -421,11 +450,12 @@ void JobEditor::setJob(const QJsonObject &j)
 
 QString JobEditor::validate()
 {
-    // JobSpec validates everything but the knobs, which the engine checks
-    // when the run starts; catch the ones a user can get wrong here.
-    if (m_strategy->currentData() == QLatin1String("dlion") && m_dkt->isChecked() && !(m_dktAlpha->value() > 0)) {
+    // The inputs keep every knob in its schema range; this rule spans two knobs.
+    const auto *dkt = qobject_cast<QCheckBox *>(field(QStringLiteral("strategy_options.dkt")));
+    const auto *alpha = qobject_cast<QDoubleSpinBox *>(field(QStringLiteral("strategy_options.dkt_alpha")));
+    if (dkt && alpha && dkt->isChecked() && !(alpha->value() > 0)) {
         const QString message = tr("field \"strategy_options.dkt_alpha\" must be above 0 while knowledge transfer is on");
-        FieldMarker::mark(m_dktAlpha, message);
+        FieldMarker::mark(field(QStringLiteral("strategy_options.dkt_alpha")), message);
         return message;
     }
     return {};
@@ -450,6 +480,10 @@ void JobEditor::clearMarks()
 {
     for (QWidget *w : std::as_const(m_fields))
         FieldMarker::clear(w);
+    for (const QList<KnobField> &fields : std::as_const(m_knobFields)) {
+        for (const KnobField &f : fields)
+            FieldMarker::clear(f.input);
+    }
 }
 
 } // namespace dlion::ui

@@ -1,10 +1,11 @@
 #pragma once
 
+#include <strategy_knobs.h>
+
 #include <QHash>
 #include <QJsonObject>
 #include <QWidget>
 
-class QCheckBox;
 class QComboBox;
 class QDoubleSpinBox;
 class QLineEdit;
@@ -31,30 +32,38 @@ public:
     QString validate();
     bool markField(const QString &field, const QString &message);
     void clearMarks();
-    QWidget *field(const QString &key) const { return m_fields.value(key); }
+    // The input of a job key; "strategy_options.KNOB" is the current strategy's.
+    QWidget *field(const QString &key) const;
 
 Q_SIGNALS:
     void changed();
 
 private:
+    // A strategy knob and the input the editor built for it from the schema.
+    struct KnobField {
+        const protocol::Knob *knob;
+        QWidget *input;
+    };
+
+    static QWidget *knobField(const QList<KnobField> &fields, const QString &name);
     QWidget *buildDataGroup();
     QWidget *buildStrategyGroup();
     QWidget *buildBudgetGroup();
     QWidget *buildCheckpointGroup();
+    QWidget *buildKnobPage(const protocol::StrategyInfo &strategy);
+    QString currentStrategy() const;
     QJsonObject strategyOptions() const;
     void setStrategyOptions(const QJsonObject &options);
     void watch(QWidget *w);
 
-    QComboBox *m_dataset, *m_partition, *m_model, *m_strategy, *m_hopTopology, *m_testSet;
+    QComboBox *m_dataset, *m_partition, *m_model, *m_strategy, *m_testSet;
     QLineEdit *m_dataDir, *m_workerDirs, *m_classNames, *m_checkpointDir, *m_resumeFrom;
     QDoubleSpinBox *m_alpha, *m_lr, *m_seconds, *m_epochs, *m_target, *m_evalInterval;
     QSpinBox *m_batch, *m_maxRounds, *m_seed, *m_evalSamples, *m_checkpointKeep;
     QDoubleSpinBox *m_checkpointInterval;
     QStackedWidget *m_knobs;
-    QCheckBox *m_wdb, *m_prioritized, *m_dkt, *m_hopSkip;
-    QSpinBox *m_dktPeriod, *m_dlionStaleness, *m_akoPartitions, *m_hopBackup, *m_hopStaleness;
-    QDoubleSpinBox *m_dktAlpha, *m_gaiaThreshold;
-    QHash<QString, QWidget *> m_fields;  // job key -> input
+    QHash<QString, QWidget *> m_fields;  // job key -> input, but for the knobs
+    QHash<QString, QList<KnobField>> m_knobFields;  // strategy -> its knobs' inputs
 };
 
 } // namespace dlion::ui

@@ -3,13 +3,13 @@
 #include <dlion_version.h>
 #include "cluster_page.h"
 #include "dashboard.h"
-#include "host_probe.h"
 #include "hosts_form.h"
 #include "job_editor.h"
 #include "live_controls.h"
 #include "local_cluster_form.h"
-#include "preset_store.h"
 #include <attach_file.h>
+#include <host_probe.h>
+#include <preset_store.h>
 #include <model_export.h>
 #include <report_writer.h>
 #include "run_list_dialog.h"
@@ -65,7 +65,7 @@ MainWindow::MainWindow(QWidget *parent)
     : QMainWindow(parent), m_tabs(new QTabWidget(this)), m_cluster(new ClusterPage(this)), m_job(new JobEditor(this)),
       m_dashboard(new Dashboard(this)), m_workers(new WorkerStatusList(this)), m_live(new LiveControls(this)),
       m_log(new QPlainTextEdit(this)),
-      m_probe(new HostProbe([this](const QString &h, const QString &f) { return askHostKey(h, f); },
+      m_probe(new core::HostProbe([this](const QString &h, const QString &f) { return askHostKey(h, f); },
                             [this](const QString &h) { return askPassword(h); }, this)),
       m_banner(new QLabel(this)), m_phaseLabel(new QLabel(tr("Idle"), this)),
       m_statsLabel(new QLabel(this)), m_mergeTimeout(new QTimer(this))
@@ -450,7 +450,7 @@ void MainWindow::connectMachines()
         hosts->setStatus(row, HostsForm::Status::Busy, tr("Connecting…"));
         m_probe->probe(spec->hosts[row], spec->knownHosts, spec->connectTimeoutS);
     });
-    connect(m_probe, &HostProbe::finished, this, [this, status](const QString &host, bool ok, const QString &text) {
+    connect(m_probe, &core::HostProbe::finished, this, [this, status](const QString &host, bool ok, const QString &text) {
         status(host, ok ? HostsForm::Status::Ok : HostsForm::Status::Error, text);
         log(tr("%1: %2").arg(host, text));
     });
@@ -737,14 +737,14 @@ void MainWindow::savePreset()
     if (!ok || name.isEmpty())
         return;
     QString error;
-    if (!PresetStore().save(name, currentPreset(), &error))
+    if (!core::PresetStore().save(name, currentPreset(), &error))
         return void(QMessageBox::warning(this, tr("Preset not saved"), error));
     log(tr("Preset \"%1\" saved.").arg(name));
 }
 
 void MainWindow::loadPreset()
 {
-    const PresetStore store;
+    const core::PresetStore store;
     const QStringList names = store.names();
     if (names.isEmpty())
         return void(QMessageBox::information(this, tr("No presets"),

@@ -13,11 +13,14 @@ class QPlainTextEdit;
 class QTabWidget;
 class QTimer;
 
+namespace dlion::core {
+class HostProbe;
+}
+
 namespace dlion::ui {
 
 class ClusterPage;
 class Dashboard;
-class HostProbe;
 class JobEditor;
 class LiveControls;
 class WorkerStatusList;
@@ -99,7 +102,7 @@ private:
     WorkerStatusList *m_workers;
     LiveControls *m_live;
     QPlainTextEdit *m_log;
-    HostProbe *m_probe;
+    core::HostProbe *m_probe;
     QLabel *m_banner;
     QLabel *m_phaseLabel;
     QLabel *m_statsLabel;

@@ -11,16 +11,27 @@ namespace {
 
 enum Column { WorkerCol, StateCol, HeartbeatCol, ShareCol, RateCol, SlowdownCol, Columns };
 
-QString iconFor(const QString &state)
+QString iconFor(protocol::WorkerState state)
 {
-    if (state == QLatin1String("running") || state == QLatin1String("finished"))
+    using protocol::WorkerState;
+    switch (state) {
+    case WorkerState::Running:
+    case WorkerState::Finished:
         return QStringLiteral(":/icons/status-ok.svg");
-    if (state == QLatin1String("paused"))
+    case WorkerState::Paused:
         return QStringLiteral(":/icons/status-paused.svg");
-    if (state == QLatin1String("lost") || state == QLatin1String("failed"))
+    case WorkerState::Lost:
+    case WorkerState::Failed:
         return QStringLiteral(":/icons/status-lost.svg");
-    if (state == QLatin1String("connecting") || state == QLatin1String("idle") || state == QLatin1String("starting"))
+    case WorkerState::Connecting:
+    case WorkerState::Idle:
         return QStringLiteral(":/icons/status-busy.svg");
+    case WorkerState::Rendezvous:
+    case WorkerState::Loading:
+    case WorkerState::Regrouping:
+    case WorkerState::Waiting:
+        break;
+    }
     return QStringLiteral(":/icons/status-unknown.svg");
 }
 
@@ -44,7 +55,7 @@ void WorkerStatusList::reset(int workers)
 {
     clear();
     m_lastBeat = QList<QElapsedTimer>(workers);
-    m_states = QStringList(workers, QStringLiteral("connecting"));
+    m_states = QList<protocol::WorkerState>(workers, protocol::WorkerState::Connecting);
     for (int w = 0; w < workers; ++w) {
         auto *item = new QTreeWidgetItem(this);
         item->setIcon(WorkerCol, QIcon(QStringLiteral(":/icons/worker.svg")));
@@ -55,19 +66,19 @@ void WorkerStatusList::reset(int workers)
     }
 }
 
-void WorkerStatusList::setState(int worker, const QString &state)
+void WorkerStatusList::setState(int worker, protocol::WorkerState state)
 {
     if (worker < 0 || worker >= topLevelItemCount())
         return;
     m_states[worker] = state;
     QTreeWidgetItem *item = topLevelItem(worker);
-    item->setText(StateCol, state);
+    item->setText(StateCol, protocol::workerStateName(state));
     item->setIcon(StateCol, QIcon(iconFor(state)));
 }
 
-QString WorkerStatusList::state(int worker) const
+protocol::WorkerState WorkerStatusList::state(int worker) const
 {
-    return worker >= 0 && worker < m_states.size() ? m_states[worker] : QString();
+    return m_states.value(worker, protocol::WorkerState::Idle);
 }
 
 int WorkerStatusList::selectedWorker() const

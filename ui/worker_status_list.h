@@ -1,5 +1,7 @@
 #pragma once
 
+#include <control_names.h>
+
 #include <QElapsedTimer>
 #include <QList>
 #include <QTreeWidget>
@@ -18,17 +20,18 @@ public:
     explicit WorkerStatusList(QWidget *parent = nullptr);
 
     void reset(int workers);
-    void setState(int worker, const QString &state);
+    void setState(int worker, dlion::protocol::WorkerState state);
     void noteHeartbeat(int worker);
     // Refreshes the numbers from the model and the heartbeat ages.
     void refresh(const core::TelemetryModel &model);
-    QString state(int worker) const;
+    // Idle for a row the list does not have.
+    protocol::WorkerState state(int worker) const;
     // The selected worker's id, or -1.
     int selectedWorker() const;
 
 private:
     QList<QElapsedTimer> m_lastBeat;
-    QStringList m_states;
+    QList<protocol::WorkerState> m_states;
 };
 
 } // namespace dlion::ui

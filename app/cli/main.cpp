@@ -1,12 +1,15 @@
 // dlion: the headless face of DLion Studio, for scripts and servers.
 #include "deploy_command.h"
 #include "export_command.h"
+#ifdef DLION_HAVE_REPORTS
 #include "report_command.h"
+#endif
 #include "run_command.h"
 #include "runs_command.h"
 
 #include <command_line.h>
 #include <dlion_version.h>
+#include <strategy_knobs.h>
 
 #include <QCoreApplication>
 #include <QSocketNotifier>
@@ -31,7 +34,8 @@ const char *kCommands =
     "  run        Train a job on the embedded local cluster (or a cluster file).\n"
     "  attach     Take over a local run (started with --grace) whose dlion run went away.\n"
     "  deploy     Install, start and check agents on the hosts of a cluster file.\n"
-    "  stop       Stop agents left on the hosts of a cluster file and remove their files.\n\n"
+    "  stop       Stop agents left on the hosts of a cluster file and remove their files.\n"
+    "  knobs      List every strategy's knobs (--option KNOB=VALUE): type, range, default.\n\n"
     "Experiment store:\n"
     "  runs       List, search and delete recorded runs.\n"
     "  report     Write a run's report (html, pdf, csv, json).\n"
@@ -40,13 +44,32 @@ const char *kCommands =
     "  tag, note  Tag a run, attach a note.\n\n"
     "Run 'dlion COMMAND --help' for the options of a command.";
 
+// Prints the knob schema, the one every part of DLion Studio checks knobs against.
+int knobsCommand(const QStringList &args)
+{
+    const dlion::cmdline::Page page{
+        QStringLiteral("dlion knobs"), QStringLiteral("list every strategy's knobs"), QStringLiteral("dlion knobs"),
+        QStringLiteral("Each strategy's knobs, as a job's strategy_options or 'dlion run --option KNOB=VALUE' take them:\n"
+                       "type and range, default, and what the knob does. A job with an unknown knob or a value out of\n"
+                       "range is refused with a message naming the knob."),
+        {QStringLiteral("dlion knobs"), QStringLiteral("dlion run --strategy hop --option staleness=2 --option topology=all")},
+        QStringLiteral("0 success, 2 bad usage.")};
+    QCommandLineParser parser;
+    if (int code = 0; !dlion::cmdline::parse(page, parser, args, &code))
+        return code;
+    QTextStream(stdout) << dlion::protocol::knobsHelp();
+    return 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv)
 {
+#ifdef DLION_HAVE_REPORTS
     // report and compare draw plots with QCustomPlot, which needs a QApplication.
     if (argc >= 2 && dlion::cli::isPlottingCommand(argv[1]))
         return dlion::cli::runPlottingCommand(argc, argv);
+#endif
     QCoreApplication app(argc, argv);
     QCoreApplication::setApplicationName(QStringLiteral("dlion"));
     QCoreApplication::setApplicationVersion(QStringLiteral(DLION_VERSION_FULL));
@@ -88,6 +111,8 @@ int main(int argc, char **argv)
         return dlion::cli::DeployCommand(command == QLatin1String("deploy") ? dlion::cli::DeployCommand::Mode::Deploy
                                                                              : dlion::cli::DeployCommand::Mode::Stop)
             .exec(args);
+    if (command == QLatin1String("knobs"))
+        return knobsCommand(args);
     if (command == QLatin1String("runs"))
         return dlion::cli::runsCommand(args);
     if (command == QLatin1String("export"))

@@ -93,82 +93,49 @@ int reportCommand(const QStringList &args)
     return 0;
 }
 
-int compareCommand(const QStringList &args)
-{
-    const cmdline::Page page{
-        QStringLiteral("dlion compare"), QStringLiteral("compare recorded runs"),
-        QStringLiteral("dlion compare RUN RUN... [--baseline RUN] [--target A] [--budget S] [--format text|json|html] [-o PATH]"),
-        QStringLiteral("Compares recorded runs: time to 80%, 85% and the target accuracy, accuracy at a\n"
-                       "training-time budget, bytes sent, samples/s and speedup over a baseline run."),
-        {QStringLiteral("dlion compare 1 2 3 --target 0.85"), QStringLiteral("dlion compare 1 2 --format html -o compare.html")},
-        QStringLiteral("0 success, 1 failure (store, output path), 2 bad usage or unknown run id.")};
-    QCommandLineParser parser;
-    addStoreOption(parser);
-    parser.addOption({"baseline", "The run speedups are measured against (default: the first).", "RUN"});
-    parser.addOption({"target", "Target accuracy, 0-1 (default: the runs' own target, else 0.80).", "A"});
-    parser.addOption({"budget", "Training-time budget in seconds (default: the shortest run).", "S"});
-    parser.addOption({"format", "text, json or html (html: overlaid accuracy curves and the table).", "FORMAT"});
-    parser.addOption({{"o", "output"}, "Write to PATH instead of standard output (html: default compare-IDS.html).", "PATH"});
-    parser.addPositionalArgument("RUN", "Two or more run ids (see 'dlion runs').", "RUN RUN...");
-    int code = 0;
-    if (!cmdline::parse(page, parser, args, &code))
-        return code;
-    QStringList pos = parser.positionalArguments();
-    const QString format = parser.value("format").isEmpty() ? QStringLiteral("text") : parser.value("format");
-    if (format != QLatin1String("text") && format != QLatin1String("json") && format != QLatin1String("html")) {
-        stdErr() << "dlion compare: --format \"" << format << "\" is not one of text, json, html\n";
-        return 2;
-    }
-    auto number = [&](const char *name, double lo, double hi, double *out) {
-        if (!parser.isSet(name))
-            return true;
-        bool ok = false;
-        *out = parser.value(name).toDouble(&ok);
-        if (!ok || *out < lo || *out > hi) {
-            stdErr() << "dlion compare: --" << name << " \"" << parser.value(name) << "\" must be a number in [" << lo
-                     << ", " << hi << "]\n";
-            return false;
-        }
-        return true;
-    };
-    double target = 0, budget = 0;
-    if (!number("target", 0.0, 1.0, &target) || !number("budget", 0.0, 1e9, &budget))
-        return 2;
-    if (pos.size() + (parser.isSet("baseline") ? 1 : 0) < 2) {
-        stdErr() << "dlion compare: give at least two run ids (see 'dlion runs')\n";
-        return 2;
-    }
-    core::RunStore store;
-    if (!openStore(QStringLiteral("compare"), parser, core::RunStore::Mode::ReadOnly, store, &code))
-        return code;
-    QList<qint64> ids;
-    for (const QString &text : pos) {
-        const auto id = resolveRun(QStringLiteral("compare"), store, text, &code);
-        if (!id)
-            return code;
-        if (!ids.contains(*id))
-            ids << *id;
-    }
+namespace {
+
+struct ComparedRuns {
+    QList<qint64> ids;  // the baseline first, when one is given
     qint64 baseline = 0;
-    if (parser.isSet("baseline")) {
-        const auto id = resolveRun(QStringLiteral("compare"), store, parser.value("baseline"), &code);
-        if (!id)
-            return code;
-        baseline = *id;
-        if (!ids.contains(baseline))
-            ids.prepend(baseline);
-    }
     QList<core::StoredRun> runs;
-    for (qint64 id : ids) {
+};
+
+// The runs named on the command line; nullopt after naming the problem, with *code set.
+std::optional<ComparedRuns> loadCompared(const QCommandLineParser &parser, core::RunStore &store, int *code)
+{
+    ComparedRuns out;
+    for (const QString &text : parser.positionalArguments()) {
+        const auto id = resolveRun(QStringLiteral("compare"), store, text, code);
+        if (!id)
+            return std::nullopt;
+        if (!out.ids.contains(*id))
+            out.ids << *id;
+    }
+    if (parser.isSet("baseline")) {
+        const auto id = resolveRun(QStringLiteral("compare"), store, parser.value("baseline"), code);
+        if (!id)
+            return std::nullopt;
+        out.baseline = *id;
+        if (!out.ids.contains(out.baseline))
+            out.ids.prepend(out.baseline);
+    }
+    for (qint64 id : std::as_const(out.ids)) {
         auto run = store.loadRun(id);
         if (!run) {
             stdErr() << "dlion compare: " << store.errorString() << "\n";
-            return 1;
+            *code = 1;
+            return std::nullopt;
         }
-        runs.append(std::move(*run));
+        out.runs.append(std::move(*run));
     }
-    const report::Comparison c = report::Comparison::build(runs, baseline, target, budget);
-    QString output = parser.value("output");
+    return out;
+}
+
+// Writes the comparison as `format` to `output` (empty or "-": standard
+// output; for html, compare-IDS.html); returns the exit code.
+int writeComparison(const report::Comparison &c, const QList<qint64> &ids, const QString &format, QString output)
+{
     if (format == QLatin1String("html")) {
         if (output.isEmpty()) {
             QStringList parts;
@@ -196,6 +163,63 @@ int compareCommand(const QStringList &args)
     }
     stdOut() << "wrote " << QFileInfo(output).absoluteFilePath() << "\n";
     return 0;
+}
+
+} // namespace
+
+int compareCommand(const QStringList &args)
+{
+    const cmdline::Page page{
+        QStringLiteral("dlion compare"), QStringLiteral("compare recorded runs"),
+        QStringLiteral("dlion compare RUN RUN... [--baseline RUN] [--target A] [--budget S] [--format text|json|html] [-o PATH]"),
+        QStringLiteral("Compares recorded runs: time to 80%, 85% and the target accuracy, accuracy at a\n"
+                       "training-time budget, bytes sent, samples/s and speedup over a baseline run."),
+        {QStringLiteral("dlion compare 1 2 3 --target 0.85"), QStringLiteral("dlion compare 1 2 --format html -o compare.html")},
+        QStringLiteral("0 success, 1 failure (store, output path), 2 bad usage or unknown run id.")};
+    QCommandLineParser parser;
+    addStoreOption(parser);
+    parser.addOption({"baseline", "The run speedups are measured against (default: the first).", "RUN"});
+    parser.addOption({"target", "Target accuracy, 0-1 (default: the runs' own target, else 0.80).", "A"});
+    parser.addOption({"budget", "Training-time budget in seconds (default: the shortest run).", "S"});
+    parser.addOption({"format", "text, json or html (html: overlaid accuracy curves and the table).", "FORMAT"});
+    parser.addOption({{"o", "output"}, "Write to PATH instead of standard output (html: default compare-IDS.html).", "PATH"});
+    parser.addPositionalArgument("RUN", "Two or more run ids (see 'dlion runs').", "RUN RUN...");
+    int code = 0;
+    if (!cmdline::parse(page, parser, args, &code))
+        return code;
+    const QStringList pos = parser.positionalArguments();
+    const QString format = parser.value("format").isEmpty() ? QStringLiteral("text") : parser.value("format");
+    if (format != QLatin1String("text") && format != QLatin1String("json") && format != QLatin1String("html")) {
+        stdErr() << "dlion compare: --format \"" << format << "\" is not one of text, json, html\n";
+        return 2;
+    }
+    auto number = [&](const char *name, double lo, double hi, double *out) {
+        if (!parser.isSet(name))
+            return true;
+        bool ok = false;
+        *out = parser.value(name).toDouble(&ok);
+        if (!ok || *out < lo || *out > hi) {
+            stdErr() << "dlion compare: --" << name << " \"" << parser.value(name) << "\" must be a number in [" << lo
+                     << ", " << hi << "]\n";
+            return false;
+        }
+        return true;
+    };
+    double target = 0, budget = 0;
+    if (!number("target", 0.0, 1.0, &target) || !number("budget", 0.0, 1e9, &budget))
+        return 2;
+    if (pos.size() + (parser.isSet("baseline") ? 1 : 0) < 2) {
+        stdErr() << "dlion compare: give at least two run ids (see 'dlion runs')\n";
+        return 2;
+    }
+    core::RunStore store;
+    if (!openStore(QStringLiteral("compare"), parser, core::RunStore::Mode::ReadOnly, store, &code))
+        return code;
+    std::optional<ComparedRuns> compared = loadCompared(parser, store, &code);
+    if (!compared)
+        return code;
+    const report::Comparison c = report::Comparison::build(compared->runs, compared->baseline, target, budget);
+    return writeComparison(c, compared->ids, format, parser.value("output"));
 }
 
 bool isPlottingCommand(const char *command)

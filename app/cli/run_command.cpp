@@ -381,7 +381,7 @@ void RunCommand::printProgress(bool force)
     for (int w = 0; w < d.workers(); ++w) {
         const auto *r = d.lastRound(w);
         if (!r || !d.lostReason(w).isEmpty()) {
-            perWorker << QStringLiteral("w%1 %2").arg(w).arg(m_session.workerState(w));
+            perWorker << QStringLiteral("w%1 %2").arg(w).arg(protocol::workerStateName(m_session.workerState(w)));
             continue;
         }
         rate += r->rate;

@@ -1,8 +1,11 @@
 #include "agent_connection.h"
 
+#include "core_log.h"
+
 #include <QTcpSocket>
 
 #include <algorithm>
+#include <utility>
 
 namespace dlion::core {
 
@@ -20,7 +23,7 @@ AgentConnection::AgentConnection(int worker, QString host, quint16 port, QByteAr
     m_watchdog.setInterval(1000);
     connect(&m_watchdog, &QTimer::timeout, this, [this] {
         if (m_state == State::Ready && m_lastFrame.elapsed() > m_heartbeatTimeoutMs)
-            markLost(QStringLiteral("agent %1 went silent for %2 s").arg(endpoint()).arg(m_heartbeatTimeoutMs / 1000));
+            markLost(QStringLiteral("agent %1 went silent for %2 s").arg(endpoint()).arg(m_heartbeatTimeoutMs / 1000.0));
     });
 }
 
@@ -56,18 +59,18 @@ bool AgentConnection::sendJob(const QJsonObject &job)
     return m_state == State::Ready && m_conn->send(MessageType::Job, QCborMap::fromJsonObject(job));
 }
 
-bool AgentConnection::sendCommand(const QString &cmd, const QCborMap &args)
+bool AgentConnection::sendCommand(protocol::Command cmd, const QCborMap &args)
 {
     if (m_state != State::Ready)
         return false;
     QCborMap body = args;
-    body.insert(QStringLiteral("cmd"), cmd);
+    body.insert(QStringLiteral("cmd"), protocol::commandName(cmd));
     return m_conn->send(MessageType::Command, body);
 }
 
 void AgentConnection::acknowledgeTelemetry()
 {
-    if (m_receivedSeq > m_ackedSeq && sendCommand(QStringLiteral("ack"), QCborMap{{"seq", m_receivedSeq}}))
+    if (m_receivedSeq > m_ackedSeq && sendCommand(protocol::Command::Ack, QCborMap{{"seq", m_receivedSeq}}))
         m_ackedSeq = m_receivedSeq;
 }
 
@@ -87,11 +90,7 @@ void AgentConnection::onFrame(const protocol::Frame &frame)
     case MessageType::Heartbeat: {
         if (frame.type == MessageType::Heartbeat)
             Q_EMIT heartbeat();
-        const QString s = frame.body.value("state").toString();
-        if (!s.isEmpty() && s != m_agentState) {
-            m_agentState = s;
-            Q_EMIT agentStateChanged(s);
-        }
+        noteAgentState(frame.body.value("state").toString());
         if (const QCborValue g = frame.body.value("failed_generation"); g.isInteger())
             Q_EMIT groupFailed(int(g.toInteger()), frame.body.value("message").toString());
         return;
@@ -104,6 +103,23 @@ void AgentConnection::onFrame(const protocol::Frame &frame)
         return;
     default:
         qCWarning(lcSession) << "ignoring unexpected" << messageTypeName(frame.type) << "from" << endpoint();
+    }
+}
+
+void AgentConnection::noteAgentState(const QString &name)
+{
+    if (name.isEmpty())
+        return;
+    const std::optional<protocol::WorkerState> s = protocol::workerStateFromName(name);
+    if (!s) {
+        if (name == std::exchange(m_unknownState, name))
+            return;  // said once; heartbeats repeat it
+        Q_EMIT agentError(QStringLiteral("reports an unknown state \"%1\" (is the agent another version? deploy this one)").arg(name));
+        return;
+    }
+    if (s != m_agentState) {
+        m_agentState = s;
+        Q_EMIT agentStateChanged(*s);
     }
 }
 

@@ -25,7 +25,7 @@ void LocalRejoin::setAutomatic(int delayMs, int maxRestarts)
 bool LocalRejoin::canRestart(int worker) const
 {
     return worker >= 0 && worker < m_pending.size() && !m_pending[worker]
-        && m_session->state() == RunSession::State::Running && m_session->workerState(worker) == QLatin1String("lost");
+        && m_session->state() == RunSession::State::Running && m_session->workerState(worker) == protocol::WorkerState::Lost;
 }
 
 bool LocalRejoin::restart(int worker)
@@ -41,9 +41,9 @@ bool LocalRejoin::restart(int worker)
     return true;
 }
 
-void LocalRejoin::onWorkerState(int worker, const QString &state)
+void LocalRejoin::onWorkerState(int worker, protocol::WorkerState state)
 {
-    if (m_delayMs < 0 || state != QLatin1String("lost") || worker < 0 || worker >= m_restarts.size())
+    if (m_delayMs < 0 || state != protocol::WorkerState::Lost || worker < 0 || worker >= m_restarts.size())
         return;
     if (m_restarts[worker] >= m_maxRestarts) {
         Q_EMIT message(tr("worker %1 was lost %2 times; not restarting it again").arg(worker).arg(m_restarts[worker] + 1));

@@ -1,5 +1,7 @@
 #pragma once
 
+#include <control_names.h>
+
 #include <QList>
 #include <QObject>
 
@@ -28,7 +30,7 @@ Q_SIGNALS:
     void message(const QString &text);
 
 private:
-    void onWorkerState(int worker, const QString &state);
+    void onWorkerState(int worker, protocol::WorkerState state);
     void onRestarted(int worker);
     void onAgentExited(int worker, int code);
 

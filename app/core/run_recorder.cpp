@@ -1,14 +1,12 @@
 #include "run_recorder.h"
 
 #include "cluster_spec.h"
+#include "core_log.h"
 #include "run_session.h"
 
 #include <QFileInfo>
 #include <QJsonArray>
-#include <QLoggingCategory>
 #include <QSysInfo>
-
-Q_DECLARE_LOGGING_CATEGORY(lcStore)
 
 namespace dlion::core {
 

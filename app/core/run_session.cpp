@@ -14,9 +14,15 @@ void RunSession::setState(State s)
     Q_EMIT stateChanged(s);
 }
 
-QString RunSession::workerState(int worker) const
+protocol::WorkerState RunSession::workerState(int worker) const
 {
-    return worker >= 0 && worker < m_workerStates.size() ? m_workerStates[worker] : QString();
+    return m_workerStates.value(worker, protocol::WorkerState::Idle);
+}
+
+void RunSession::setWorkerState(int worker, protocol::WorkerState state)
+{
+    m_workerStates[worker] = state;
+    Q_EMIT workerStateChanged(worker, state);
 }
 
 void RunSession::start(const protocol::JobSpec &job, const QList<AgentEndpoint> &agents, const QByteArray &secret,
@@ -56,7 +62,7 @@ void RunSession::open(const RunData &data, const QList<AgentEndpoint> &agents, c
     m_attaching = attaching;
     if (attaching)
         m_data.expectResends();
-    m_workerStates = QStringList(agents.size(), QStringLiteral("connecting"));
+    m_workerStates = QList<protocol::WorkerState>(agents.size(), protocol::WorkerState::Connecting);
     m_done = QList<bool>(agents.size(), false);
     m_evalsFrom = QList<qsizetype>(agents.size(), 0);
     m_hasReplica = QList<bool>(agents.size(), true);
@@ -74,6 +80,7 @@ void RunSession::open(const RunData &data, const QList<AgentEndpoint> &agents, c
 AgentConnection *RunSession::connectAgent(int i, const AgentEndpoint &agent)
 {
     auto *a = new AgentConnection(i, agent.host, agent.port, m_secret, this);
+    a->setHeartbeatTimeout(m_heartbeatTimeoutMs);
     connect(a, &AgentConnection::telemetry, this, [this, a](const protocol::TelemetryBatch &batch) {
         const qsizetype before = m_data.merges().size();
         m_data.add(batch);
@@ -81,13 +88,13 @@ AgentConnection *RunSession::connectAgent(int i, const AgentEndpoint &agent)
             a->acknowledgeTelemetry();
         for (qsizetype k = before; k < m_data.merges().size(); ++k)
             Q_EMIT mergeObserved(m_data.merges()[k]);
-        Q_EMIT telemetryArrived();
     });
-    connect(a, &AgentConnection::agentStateChanged, this, [this, i](const QString &s) {
+    connect(a, &AgentConnection::agentStateChanged, this, [this, i](protocol::WorkerState s) {
         m_workerStates[i] = s;
-        if (s == QLatin1String("running"))
+        if (s == protocol::WorkerState::Running)
             m_hasReplica[i] = true;
-        if (std::all_of(m_members.begin(), m_members.end(), [this](int w) { return m_workerStates[w] == QLatin1String("running"); }))
+        if (std::all_of(m_members.begin(), m_members.end(),
+                        [this](int w) { return m_workerStates[w] == protocol::WorkerState::Running; }))
             m_failedRendezvous = 0;
         Q_EMIT workerStateChanged(i, s);
     });
@@ -173,7 +180,7 @@ void RunSession::sendPlan(const protocol::GroupPlan &plan, int except)
     const QCborMap args{{QStringLiteral("plan"), QCborMap::fromJsonObject(plan.toJson())}};
     for (int w : std::as_const(m_members)) {
         if (w != except)
-            m_agents[w]->sendCommand(QStringLiteral("regroup"), args);
+            m_agents[w]->sendCommand(protocol::Command::Regroup, args);
     }
 }
 
@@ -181,11 +188,10 @@ void RunSession::onAgentFinished(int worker, const QCborMap &outcome)
 {
     m_data.setOutcome(worker, outcome);
     m_done[worker] = true;
-    m_workerStates[worker] = outcome.value("ok").toBool() ? QStringLiteral("finished") : QStringLiteral("failed");
-    Q_EMIT workerStateChanged(worker, m_workerStates[worker]);
+    setWorkerState(worker, outcome.value("ok").toBool() ? protocol::WorkerState::Finished : protocol::WorkerState::Failed);
     if (!outcome.value("ok").toBool() && m_failure.isEmpty()) {
         m_failure = QStringLiteral("worker %1 failed: %2").arg(worker).arg(outcome.value("message").toString());
-        broadcast(QStringLiteral("stop"));
+        broadcast(protocol::Command::Stop);
     }
     if (std::all_of(m_done.begin(), m_done.end(), [](bool d) { return d; }))
         finish(m_failure.isEmpty(), m_failure);
@@ -201,8 +207,7 @@ void RunSession::onAgentLost(int worker, const QString &reason)
         return;
     }
     m_data.setWorkerLost(worker, reason);
-    m_workerStates[worker] = QStringLiteral("lost");
-    Q_EMIT workerStateChanged(worker, m_workerStates[worker]);
+    setWorkerState(worker, protocol::WorkerState::Lost);
     Q_EMIT logMessage(QStringLiteral("worker %1 lost: %2").arg(worker).arg(reason));
     m_done[worker] = true;
     m_members.removeAll(worker);
@@ -218,7 +223,7 @@ void RunSession::onAgentLost(int worker, const QString &reason)
     } else {
         if (m_failure.isEmpty())
             m_failure = QStringLiteral("worker %1 lost: %2").arg(worker).arg(reason);
-        broadcast(QStringLiteral("stop"));
+        broadcast(protocol::Command::Stop);
     }
     if (std::all_of(m_done.begin(), m_done.end(), [](bool d) { return d; }))
         finish(m_failure.isEmpty(), m_failure);
@@ -235,7 +240,7 @@ void RunSession::onGroupFailed(int worker, int generation, const QString &why)
             m_failure = QStringLiteral("the workers could not form a group %1 times in a row; the last attempt: worker %2: %3")
                             .arg(kMaxRetries + 1).arg(worker).arg(why);
         Q_EMIT logMessage(m_failure);
-        broadcast(QStringLiteral("stop"));
+        broadcast(protocol::Command::Stop);
         return;
     }
     const protocol::GroupPlan plan = nextPlan();
@@ -256,8 +261,7 @@ bool RunSession::rejoin(int worker, const AgentEndpoint &agent)
     AgentConnection *a = connectAgent(worker, agent);
     connect(a, &AgentConnection::ready, this, [this, worker] { onRejoinReady(worker); });
     m_agents[worker] = a;
-    m_workerStates[worker] = QStringLiteral("connecting");
-    Q_EMIT workerStateChanged(worker, m_workerStates[worker]);
+    setWorkerState(worker, protocol::WorkerState::Connecting);
     a->open();
     return true;
 }
@@ -300,7 +304,7 @@ void RunSession::finish(bool ok, const QString &message)
     Q_EMIT finished(ok, note);
 }
 
-void RunSession::broadcast(const QString &cmd, const QCborMap &args)
+void RunSession::broadcast(protocol::Command cmd, const QCborMap &args)
 {
     for (AgentConnection *a : std::as_const(m_agents))
         a->sendCommand(cmd, args);
@@ -310,7 +314,7 @@ void RunSession::stop()
 {
     if (m_state == State::Running)
         setState(State::Stopping);
-    broadcast(QStringLiteral("stop"));
+    broadcast(protocol::Command::Stop);
 }
 
 void RunSession::acknowledgeTelemetry()
@@ -319,21 +323,21 @@ void RunSession::acknowledgeTelemetry()
         a->acknowledgeTelemetry();
 }
 
-void RunSession::pause() { broadcast(QStringLiteral("pause")); }
-void RunSession::resume() { broadcast(QStringLiteral("resume")); }
-void RunSession::mergeNow() { broadcast(QStringLiteral("merge_now")); }
-void RunSession::shutdownAgents() { broadcast(QStringLiteral("shutdown")); }
+void RunSession::pause() { broadcast(protocol::Command::Pause); }
+void RunSession::resume() { broadcast(protocol::Command::Resume); }
+void RunSession::mergeNow() { broadcast(protocol::Command::MergeNow); }
+void RunSession::shutdownAgents() { broadcast(protocol::Command::Shutdown); }
 
 void RunSession::setLinkCap(int from, int to, double mbps)
 {
     if (from >= 0 && from < m_agents.size())
-        m_agents[from]->sendCommand(QStringLiteral("set_link_cap"), QCborMap{{"peer", to}, {"mbps", mbps}});
+        m_agents[from]->sendCommand(protocol::Command::SetLinkCap, QCborMap{{"peer", to}, {"mbps", mbps}});
 }
 
 void RunSession::setSlowdown(int worker, double factor)
 {
     if (worker >= 0 && worker < m_agents.size())
-        m_agents[worker]->sendCommand(QStringLiteral("set_slowdown"), QCborMap{{"value", factor}});
+        m_agents[worker]->sendCommand(protocol::Command::SetSlowdown, QCborMap{{"value", factor}});
 }
 
 } // namespace dlion::core

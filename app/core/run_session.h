@@ -63,6 +63,9 @@ public:
     void acknowledgeTelemetry();
     // Off: losing a worker stops the whole run instead of regrouping.
     void setElastic(bool on) { m_elastic = on; }
+    // How long an agent may stay silent before it counts as lost (for agents
+    // connected after the call).
+    void setHeartbeatTimeout(int ms) { m_heartbeatTimeoutMs = ms; }
     // The workers training now, and the generation of their group.
     const QList<int> &members() const { return m_members; }
     int generation() const { return m_generation; }
@@ -71,12 +74,12 @@ public:
 
     State state() const { return m_state; }
     const RunData &data() const { return m_data; }
-    QString workerState(int worker) const;
+    // Idle for a worker the run does not have.
+    protocol::WorkerState workerState(int worker) const;
 
 Q_SIGNALS:
     void stateChanged(dlion::core::RunSession::State state);
-    void telemetryArrived();
-    void workerStateChanged(int worker, const QString &state);
+    void workerStateChanged(int worker, dlion::protocol::WorkerState state);
     void heartbeat(int worker);
     void mergeObserved(const dlion::protocol::MergeEvent &event);
     void logMessage(const QString &message);
@@ -87,7 +90,8 @@ private:
     void setState(State s);
     void open(const RunData &data, const QList<AgentEndpoint> &agents, const QByteArray &secret, const QString &rendezvousHost,
               quint16 rendezvousPort, const QList<int> &members, int generation, bool attaching);
-    void broadcast(const QString &cmd, const QCborMap &args = {});
+    void broadcast(protocol::Command cmd, const QCborMap &args = {});
+    void setWorkerState(int worker, protocol::WorkerState state);
     AgentConnection *connectAgent(int worker, const AgentEndpoint &agent);
     void onAgentReady();
     void onRejoinReady(int worker);
@@ -102,7 +106,7 @@ private:
     State m_state = State::Idle;
     protocol::JobSpec m_job;
     QList<AgentConnection *> m_agents;
-    QStringList m_workerStates;
+    QList<protocol::WorkerState> m_workerStates;
     QList<bool> m_done;
     // Per worker: the index into m_data.evals() from which its evaluations
     // score its current replica (a rejoined agent's earlier ones scored a
@@ -119,6 +123,7 @@ private:
     int m_generation = 0;
     int m_failedRendezvous = 0;  // generations in a row that never formed
     bool m_elastic = true;
+    int m_heartbeatTimeoutMs = AgentConnection::kDefaultHeartbeatTimeoutMs;
     bool m_attaching = false;
     bool m_ackAfterCommit = false;
 };

@@ -1,5 +1,6 @@
 #include "run_store.h"
 
+#include "core_log.h"
 #include "round_series_codec.h"
 #include "run_store_private.h"
 
@@ -11,7 +12,6 @@
 #include <QFileInfo>
 #include <QJsonArray>
 #include <QJsonDocument>
-#include <QLoggingCategory>
 #include <QSqlError>
 #include <QSqlQuery>
 #include <QSqlRecord>
@@ -27,9 +27,9 @@
 #define DLION_GIT_REV ""
 #endif
 
-Q_LOGGING_CATEGORY(lcStore, "dlion.store", QtInfoMsg)
-
 namespace dlion::core {
+
+Q_LOGGING_CATEGORY(lcStore, "dlion.store", QtInfoMsg)
 
 namespace storedetail {
 

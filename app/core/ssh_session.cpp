@@ -1,5 +1,7 @@
 #include "ssh_session.h"
 
+#include "core_log.h"
+
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFileInfo>

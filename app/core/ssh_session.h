@@ -3,7 +3,6 @@
 #include "cluster_spec.h"
 
 #include <QByteArray>
-#include <QLoggingCategory>
 #include <QString>
 
 #include <functional>
@@ -14,8 +13,6 @@ class QIODevice;
 struct ssh_session_struct;
 
 namespace dlion::core {
-
-Q_DECLARE_LOGGING_CATEGORY(lcSsh)
 
 // One blocking SSH connection (libssh), used from one thread at a time.
 //

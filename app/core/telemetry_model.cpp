@@ -132,9 +132,4 @@ double TelemetryModel::linkFraction(int from, int to) const
     return r && to >= 0 && std::size_t(to) < r->linkFraction.size() ? r->linkFraction[std::size_t(to)] : 0;
 }
 
-double TelemetryModel::latestAccuracy(int worker) const
-{
-    return worker >= 0 && worker < m_workers ? m_accuracy[std::size_t(worker)] : -1;
-}
-
 } // namespace dlion::core

@@ -44,7 +44,6 @@ public:
     const protocol::RoundRecord *lastRound(int worker) const;
     double linkMbps(int from, int to) const;
     double linkFraction(int from, int to) const;
-    double latestAccuracy(int worker) const;
     const BoundedSeries &merges() const { return m_mergeSeries; }  // (t, best worker's score)
     const QList<protocol::MergeEvent> &recentMerges() const { return m_merges; }
     qint64 mergeCount() const { return m_mergeCount; }

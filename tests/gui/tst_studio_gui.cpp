@@ -188,8 +188,8 @@ void TestStudioGui::runShowsLiveTelemetry()
     QTRY_VERIFY_WITH_TIMEOUT(run->phase() == Phase::Running, 60000);
     ui::WorkerStatusList *workers = m_window->workerList();
     QCOMPARE(workers->topLevelItemCount(), 3);
-    QTRY_VERIFY_WITH_TIMEOUT(workers->state(0) == "running" && workers->state(1) == "running"
-                                 && workers->state(2) == "running",
+    const auto running = protocol::WorkerState::Running;
+    QTRY_VERIFY_WITH_TIMEOUT(workers->state(0) == running && workers->state(1) == running && workers->state(2) == running,
                              60000);
     ui::Dashboard *dash = m_window->dashboard();
     QTRY_VERIFY_WITH_TIMEOUT(dash->pointCount() > 30, 60000);
@@ -247,7 +247,7 @@ void TestStudioGui::stopEndsTheRun()
     ui::RunController *run = m_window->controller();
     QTRY_VERIFY_WITH_TIMEOUT(run->phase() == Phase::Finished || run->phase() == Phase::Failed, 60000);
     QVERIFY2(run->phase() == Phase::Finished, qPrintable(m_window->statusText()));
-    QTRY_VERIFY_WITH_TIMEOUT(m_window->workerList()->state(0) == "finished", 5000);
+    QTRY_VERIFY_WITH_TIMEOUT(m_window->workerList()->state(0) == protocol::WorkerState::Finished, 5000);
     // Every worker checkpointed its model, keeping at most 3 files.
     for (int w = 0; w < 3; ++w) {
         const QStringList files = QDir(m_checkpoints.path()).entryList({QStringLiteral("worker-%1-round-*.ckpt").arg(w)});
@@ -318,10 +318,10 @@ void TestStudioGui::lostWorkerRegroupsAndRestarts()
     click(m_window->startAction());
     ui::RunController *run = m_window->controller();
     const core::RunSession &session = run->session();
-    QTRY_VERIFY_WITH_TIMEOUT(run->phase() == Phase::Running && m_window->workerList()->state(2) == "running", 60000);
+    QTRY_VERIFY_WITH_TIMEOUT(run->phase() == Phase::Running && m_window->workerList()->state(2) == protocol::WorkerState::Running, 60000);
     QTRY_VERIFY_WITH_TIMEOUT(run->localCluster() && session.data().rounds(2).size() > 5, 60000);
     run->localCluster()->kill(2);
-    QTRY_VERIFY_WITH_TIMEOUT(m_window->workerList()->state(2) == "lost", 30000);
+    QTRY_VERIFY_WITH_TIMEOUT(m_window->workerList()->state(2) == protocol::WorkerState::Lost, 30000);
     // The others regroup without it and train on; the run does not fail.
     QTRY_COMPARE_WITH_TIMEOUT(session.members(), (QList<int>{0, 1}), 30000);
     const qint64 roundAtLoss = session.data().lastRound(0)->round;
@@ -339,7 +339,7 @@ void TestStudioGui::lostWorkerRegroupsAndRestarts()
     click(m_window->restartWorkerAction());
     QTRY_COMPARE_WITH_TIMEOUT(session.members(), (QList<int>{0, 1, 2}), 30000);
     QCOMPARE(session.generation(), 2);
-    QTRY_VERIFY_WITH_TIMEOUT(m_window->workerList()->state(2) == "running", 30000);
+    QTRY_VERIFY_WITH_TIMEOUT(m_window->workerList()->state(2) == protocol::WorkerState::Running, 30000);
     const qsizetype before = session.data().rounds(2).size();
     QTRY_VERIFY_WITH_TIMEOUT(session.data().rounds(2).size() > before + 5, 60000);
     QVERIFY(!m_window->restartWorkerAction()->isEnabled());

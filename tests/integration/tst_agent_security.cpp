@@ -317,7 +317,7 @@ void TestAgentSecurity::longDetachReattachesInFramesUnderTheLimit()
         first.open(5000);
         QVERIFY(ready.wait(10000));
         QVERIFY(first.sendJob(job.toJson()));
-        QTRY_VERIFY_WITH_TIMEOUT(first.agentState() == QLatin1String("running"), 30000);
+        QTRY_VERIFY_WITH_TIMEOUT(first.agentState() == protocol::WorkerState::Running, 30000);
     }  // detached: no controller takes telemetry
     QTRY_VERIFY_WITH_TIMEOUT(agentLog().contains("finished after"), 120000);
 

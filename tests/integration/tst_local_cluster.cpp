@@ -113,7 +113,8 @@ void TestLocalCluster::pauseAndResumeAreAgreedByAllWorkers()
     core::RunSession &s = *run.session;
     QTRY_VERIFY_WITH_TIMEOUT(s.data().rounds(0).size() > 20 && s.data().rounds(1).size() > 20, 60000);
     s.pause();
-    QTRY_VERIFY_WITH_TIMEOUT(s.workerState(0) == "paused" && s.workerState(1) == "paused", 20000);
+    const auto paused = protocol::WorkerState::Paused;
+    QTRY_VERIFY_WITH_TIMEOUT(s.workerState(0) == paused && s.workerState(1) == paused, 20000);
     // Telemetry is flushed every 100 ms and heartbeats come every second on
     // the same ordered stream, so after two heartbeats nothing from before
     // the pause is in flight; after two more, no new round may have arrived.

@@ -106,7 +106,7 @@ void TestWorkerFaults::survivorsRegroupAfterSigkill()
     QSignalSpy regrouped(&s, &core::RunSession::groupChanged);
     run.cluster->kill(2);
 
-    QTRY_COMPARE_WITH_TIMEOUT(s.workerState(2), QStringLiteral("lost"), 20000);
+    QTRY_COMPARE_WITH_TIMEOUT(s.workerState(2), protocol::WorkerState::Lost, 20000);
     QVERIFY(regrouped.count() == 1 || regrouped.wait(5000));
     QCOMPARE(s.generation(), 1);
     QCOMPARE(s.members(), (QList<int>{0, 1, 3}));

@@ -53,8 +53,12 @@ class TstCommandLine : public QObject {
         QTest::addColumn<QString>("name");
         const QString cli = qEnvironmentVariable("DLION_CLI");
         QTest::newRow("dlion") << cli << QStringList() << "dlion";
-        for (const char *sub : {"run", "attach", "deploy", "stop", "runs", "report", "compare", "tag", "note"})
-            QTest::newRow(sub) << cli << QStringList{QString::fromLatin1(sub)} << QStringLiteral("dlion %1").arg(QLatin1String(sub));
+        QStringList subcommands = {"run", "attach", "deploy", "stop", "knobs", "runs", "tag", "note"};
+#ifdef DLION_HAVE_REPORTS
+        subcommands << "report" << "compare";
+#endif
+        for (const QString &sub : std::as_const(subcommands))
+            QTest::newRow(qPrintable(sub)) << cli << QStringList{sub} << QStringLiteral("dlion %1").arg(sub);
         QTest::newRow("dlion-agent") << qEnvironmentVariable("DLION_AGENT") << QStringList() << "dlion-agent";
 #ifdef DLION_STUDIO
         QTest::newRow("dlion-studio") << QStringLiteral(DLION_STUDIO) << QStringList() << "dlion-studio";

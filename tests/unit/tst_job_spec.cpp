@@ -1,5 +1,6 @@
 #include <job_builder.h>
 #include <job_spec.h>
+#include <strategy_knobs.h>
 #include <structured_file.h>
 
 #include <QJsonArray>
@@ -14,6 +15,9 @@ private Q_SLOTS:
     void defaultsAreValid();
     void errorsNameTheField_data();
     void errorsNameTheField();
+    void knobsOutsideTheSchemaNameTheKnob_data();
+    void knobsOutsideTheSchemaNameTheKnob();
+    void knobsInTheSchemaAreAccepted();
     void jsonRoundTrip();
     void yamlAndJsonFiles();
     void overridesWinAndWorkersChecked();
@@ -82,6 +86,76 @@ void TestJobSpec::errorsNameTheField()
     QString error;
     QVERIFY(!protocol::JobSpec::fromJson(job, &error));
     QVERIFY2(error.contains("\"" + field + "\""), qPrintable(error));
+}
+
+void TestJobSpec::knobsOutsideTheSchemaNameTheKnob_data()
+{
+    // Every knob of every strategy, from the schema: a value of the wrong
+    // type, one past each end of its range, and a name another strategy
+    // has but this one does not.
+    QTest::addColumn<QString>("strategy");
+    QTest::addColumn<QJsonObject>("options");
+    QTest::addColumn<QString>("knob");
+    for (const protocol::StrategyInfo &s : protocol::strategies()) {
+        const auto row = [&](const protocol::Knob &k, const char *what, const QJsonValue &v) {
+            QTest::addRow("%s.%s %s", qPrintable(s.name), qPrintable(k.name), what)
+                << s.name << QJsonObject{{k.name, v}} << k.name;
+        };
+        for (const protocol::Knob &k : s.knobs) {
+            const bool isFlag = k.type == protocol::Knob::Type::Flag;
+            row(k, "wrong type", isFlag ? QJsonValue("yes") : QJsonValue(true));
+            if (k.type == protocol::Knob::Type::Integer || k.type == protocol::Knob::Type::Number) {
+                row(k, "below range", k.lo - 1);
+                row(k, "above range", k.hi + 1);
+            }
+            if (k.type == protocol::Knob::Type::Integer)
+                row(k, "fractional", k.lo + 0.5);
+            if (k.type == protocol::Knob::Type::Choice)
+                row(k, "no choice", "none-of-these");
+        }
+        for (const protocol::StrategyInfo &other : protocol::strategies()) {
+            for (const protocol::Knob &k : other.knobs) {
+                if (!protocol::findKnob(s.name, k.name))
+                    row(k, qPrintable("unknown (from " + other.name + ")"), k.defaultValue.isNull() ? 1 : k.defaultValue);
+            }
+        }
+    }
+}
+
+void TestJobSpec::knobsOutsideTheSchemaNameTheKnob()
+{
+    QFETCH(QString, strategy);
+    QFETCH(QJsonObject, options);
+    QFETCH(QString, knob);
+    const QJsonObject job{{"strategy", strategy}, {"strategy_options", options}, {"budget", QJsonObject{{"seconds", 5}}}};
+    QString error;
+    QVERIFY(!protocol::JobSpec::fromJson(job, &error));
+    QVERIFY2(error.contains("\"strategy_options." + knob + "\""), qPrintable(error));
+}
+
+void TestJobSpec::knobsInTheSchemaAreAccepted()
+{
+    // Each knob at both ends of its range (or each of its values) passes.
+    for (const protocol::StrategyInfo &s : protocol::strategies()) {
+        for (const protocol::Knob &k : s.knobs) {
+            QList<QJsonValue> values;
+            if (k.type == protocol::Knob::Type::Flag)
+                values = {true, false};
+            for (const protocol::KnobChoice &c : k.choices)
+                values.append(c.value);
+            if (k.type == protocol::Knob::Type::Integer || k.type == protocol::Knob::Type::Number)
+                values = {k.lo, k.hi};
+            QVERIFY(!values.isEmpty());
+            for (const QJsonValue &v : std::as_const(values)) {
+                const QJsonObject job{{"strategy", s.name}, {"strategy_options", QJsonObject{{k.name, v}}},
+                                      {"budget", QJsonObject{{"seconds", 5}}}};
+                QString error;
+                const auto spec = protocol::JobSpec::fromJson(job, &error);
+                QVERIFY2(spec, qPrintable(error));
+                QCOMPARE(protocol::knobValue(s.name, spec->strategyOptions, k.name), v);
+            }
+        }
+    }
 }
 
 void TestJobSpec::jsonRoundTrip()

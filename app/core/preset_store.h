@@ -5,7 +5,7 @@
 
 #include <optional>
 
-namespace dlion::ui {
+namespace dlion::core {
 
 // Named job presets, one JSON file each in a folder (by default the
 // application's data folder, "presets/").
@@ -23,4 +23,4 @@ private:
     QString m_folder;
 };
 
-} // namespace dlion::ui
+} // namespace dlion::core

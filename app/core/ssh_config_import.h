@@ -4,7 +4,7 @@
 #include <QList>
 #include <QString>
 
-namespace dlion::ui {
+namespace dlion::core {
 
 // Reads the concrete hosts of an OpenSSH client config (`~/.ssh/config`):
 // each `Host` alias without wildcards becomes a cluster-file host entry
@@ -17,4 +17,4 @@ public:
     static QString defaultPath();
 };
 
-} // namespace dlion::ui
+} // namespace dlion::core

@@ -2,30 +2,34 @@
 
 #include <ssh_session.h>
 
+#include <QCoreApplication>
 #include <QPointer>
 #include <QThread>
 
-namespace dlion::ui {
+namespace dlion::core {
 
 HostProbe::HostProbe(KeyQuestion askKey, PasswordQuestion askPassword, QObject *parent)
     : QObject(parent), m_askKey(std::move(askKey)), m_askPassword(std::move(askPassword))
 {
 }
 
-void HostProbe::probe(const core::ClusterHost &host, const QString &knownHosts, int timeoutS)
+void HostProbe::probe(const ClusterHost &host, const QString &knownHosts, int timeoutS)
 {
     ++m_running;
     QPointer<HostProbe> self(this);
-    // Runs a question on the GUI thread and waits for the answer.
+    // Runs a question on the GUI thread and waits for the answer. The call
+    // goes to the application object, which outlives every probe, and
+    // `self` is only tested there: on the GUI thread, where the probe is
+    // deleted, so the test cannot race with the deletion.
     auto onGui = [self](auto question, auto fallback) {
         decltype(fallback) answer = fallback;
-        if (self)
-            QMetaObject::invokeMethod(self, [&] { answer = question(); }, Qt::BlockingQueuedConnection);
+        QMetaObject::invokeMethod(
+            QCoreApplication::instance(), [&] { answer = self ? question() : fallback; }, Qt::BlockingQueuedConnection);
         return answer;
     };
     QThread *thread = QThread::create([self, host, knownHosts, timeoutS, onGui] {
-        core::SshSession ssh;
-        const core::SshSession::Login login{host.address, host.port, host.user, host.auth, host.keyFile, knownHosts, timeoutS};
+        SshSession ssh;
+        const SshSession::Login login{host.address, host.port, host.user, host.auth, host.keyFile, knownHosts, timeoutS};
         auto acceptKey = [&](const QString &fingerprint) {
             return onGui([&] { return self && self->m_askKey(host.name, fingerprint); }, false);
         };
@@ -43,16 +47,15 @@ void HostProbe::probe(const core::ClusterHost &host, const QString &knownHosts, 
         } else {
             message = error;
         }
-        if (self)
-            QMetaObject::invokeMethod(self, [self, name = host.name, ok, message] {
-                if (self) {
-                    --self->m_running;
-                    Q_EMIT self->finished(name, ok, message);
-                }
-            });
+        QMetaObject::invokeMethod(QCoreApplication::instance(), [self, name = host.name, ok, message] {
+            if (self) {
+                --self->m_running;
+                Q_EMIT self->finished(name, ok, message);
+            }
+        });
     });
     connect(thread, &QThread::finished, thread, &QObject::deleteLater);
     thread->start();
 }
 
-} // namespace dlion::ui
+} // namespace dlion::core

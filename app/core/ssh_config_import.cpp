@@ -4,7 +4,7 @@
 #include <QFile>
 #include <QRegularExpression>
 
-namespace dlion::ui {
+namespace dlion::core {
 
 namespace {
 
@@ -89,4 +89,4 @@ QString SshConfigImport::defaultPath()
     return QDir::homePath() + QStringLiteral("/.ssh/config");
 }
 
-} // namespace dlion::ui
+} // namespace dlion::core

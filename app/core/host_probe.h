@@ -6,7 +6,7 @@
 
 #include <atomic>
 
-namespace dlion::ui {
+namespace dlion::core {
 
 // "Test connection" for one host: opens an SSH session on a worker thread
 // (host key check against known_hosts, login) and runs `uname -srm`. Host
@@ -19,10 +19,10 @@ public:
     using PasswordQuestion = std::function<std::optional<QByteArray>(const QString &host)>;
 
     // A probe still running when this object is deleted ends on its own
-    // (its thread holds only a QPointer to it).
+    // (its thread holds only a QPointer to it, tested on the GUI thread).
     HostProbe(KeyQuestion askKey, PasswordQuestion askPassword, QObject *parent = nullptr);
 
-    void probe(const core::ClusterHost &host, const QString &knownHosts, int timeoutS);
+    void probe(const ClusterHost &host, const QString &knownHosts, int timeoutS);
     int running() const { return m_running; }
 
 Q_SIGNALS:
@@ -34,4 +34,4 @@ private:
     std::atomic<int> m_running{0};
 };
 
-} // namespace dlion::ui
+} // namespace dlion::core

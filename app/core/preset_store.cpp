@@ -8,7 +8,7 @@
 #include <QRegularExpression>
 #include <QStandardPaths>
 
-namespace dlion::ui {
+namespace dlion::core {
 
 PresetStore::PresetStore(QString folder) : m_folder(std::move(folder))
 {
@@ -59,4 +59,4 @@ std::optional<QJsonObject> PresetStore::load(const QString &name, QString *error
     return doc.object();
 }
 
-} // namespace dlion::ui
+} // namespace dlion::core
