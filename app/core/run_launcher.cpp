@@ -95,17 +95,22 @@ void RunLauncher::startRemote(const JobRequest &request, std::unique_ptr<Deploye
     m_deployer->deploy(m_secret);
 }
 
-bool RunLauncher::prepare(const JobRequest &request, const Options &options)
+void RunLauncher::resetFor(const JobRequest &request, const QByteArray &secret, const Options &options)
 {
     m_request = request;
+    m_secret = secret;
     m_options = options;
-    m_secret = protocol::handshake::makeSecret();
     m_released = false;
     m_cancelled = false;
     m_attachPoint.reset();
     m_takenOverCluster.clear();
     m_summary = {};
     m_summaryPath.clear();
+}
+
+bool RunLauncher::prepare(const JobRequest &request, const Options &options)
+{
+    resetFor(request, protocol::handshake::makeSecret(), options);
     QString error;
     const auto dir = createRunDir(options.runDir, request.spec.strategy, &error);
     if (!dir) {
@@ -193,14 +198,8 @@ void RunLauncher::attach(const QString &runDir)
     const auto run = m_store.loadRun(file->runId);
     if (!run)
         return fail(tr("Cannot take the run over: %1").arg(m_store.errorString()));
-    m_request = JobRequest{run->data.job(), run->data.workers()};
-    m_options = {};
-    m_secret = file->secret;
-    m_released = false;
-    m_cancelled = false;
+    resetFor(JobRequest{run->data.job(), run->data.workers()}, file->secret, {});
     m_runDir = runDir;
-    m_summary = {};
-    m_summaryPath.clear();
     const bool ssh = run->info.cluster.value("kind").toString() == QLatin1String("ssh");
     m_takenOverCluster = ssh ? run->info.cluster.value("file").toString() : QString();
     m_session.attach(run->data, file->agents, m_secret, file->rendezvousHost, file->rendezvousPort, file->members,

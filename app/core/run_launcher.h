@@ -103,6 +103,8 @@ Q_SIGNALS:
     void released(bool ok);
 
 private:
+    // Fresh state for the next run, started or taken over.
+    void resetFor(const JobRequest &request, const QByteArray &secret, const Options &options);
     // What every start shares: fresh state, the run folder, the store.
     bool prepare(const JobRequest &request, const Options &options);
     // Opens the store at `path` (if not open there) and records the session into it.
