@@ -396,6 +396,7 @@ void RunCommand::interrupt()
         ::_exit(130);
     }
     err() << m_name << ": stopping the workers (Ctrl-C again to exit at once)\n";
+    err().flush();
     m_launcher.stop();
 }
 
