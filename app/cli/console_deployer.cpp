@@ -1,8 +1,5 @@
 #include "console_deployer.h"
 
-#include <job_builder.h>
-
-#include <QHostAddress>
 #include <QTextStream>
 
 #include <termios.h>
@@ -37,17 +34,18 @@ bool ConsoleDeployer::load(const QString &clusterFile, bool acceptNewHostKeys, b
     auto spec = core::ClusterSpec::load(clusterFile, error);
     if (!spec)
         return false;
-    m_deployer = std::make_unique<core::Deployer>(*spec);
+    m_owned = std::make_unique<core::Deployer>(*spec);
+    m_deployer = m_owned.get();
     m_interactive = isatty(STDIN_FILENO) && isatty(STDERR_FILENO);
     using Policy = core::Deployer::HostKeyPolicy;
     m_deployer->setHostKeyPolicy(acceptNewHostKeys ? Policy::AcceptNew : m_interactive ? Policy::Ask : Policy::RefuseNew);
-    connect(m_deployer.get(), &core::Deployer::hostKeyUnknown, this, &ConsoleDeployer::askHostKey);
-    connect(m_deployer.get(), &core::Deployer::passwordRequested, this, &ConsoleDeployer::askPassword);
-    connect(m_deployer.get(), &core::Deployer::hostFailed, this, [](const QString &, const QString &reason) {
+    connect(m_deployer, &core::Deployer::hostKeyUnknown, this, &ConsoleDeployer::askHostKey);
+    connect(m_deployer, &core::Deployer::passwordRequested, this, &ConsoleDeployer::askPassword);
+    connect(m_deployer, &core::Deployer::hostFailed, this, [](const QString &, const QString &reason) {
         QTextStream(stderr) << "dlion: " << reason << "\n";
     });
     if (!quiet) {
-        connect(m_deployer.get(), &core::Deployer::hostProgress, this,
+        connect(m_deployer, &core::Deployer::hostProgress, this,
                 [](const QString &host, const QString &stage, const QString &message) {
                     QTextStream(stdout) << "[" << host << "] " << stage << ": " << message << Qt::endl;
                 });
@@ -76,13 +74,6 @@ bool ConsoleDeployer::applyTo(QJsonObject &overrides, QString *error) const
             overrides.insert(it.key(), it.value());
     }
     return true;
-}
-
-quint16 ConsoleDeployer::rendezvousPort(const QString &rank0Host) const
-{
-    if (cluster().rendezvousPort > 0)
-        return quint16(cluster().rendezvousPort);
-    return QHostAddress(rank0Host).isLoopback() ? core::pickFreePort(rank0Host) : quint16(29500);
 }
 
 void ConsoleDeployer::askHostKey(const QString &host, const QString &fingerprint)

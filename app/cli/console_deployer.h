@@ -22,18 +22,19 @@ public:
     // Sets what the cluster decides in the job overrides (see
     // ClusterSpec::jobOverrides); --slowdown and --links flags still win.
     bool applyTo(QJsonObject &overrides, QString *error) const;
-    // The data-plane rendezvous port on rank 0's host: the cluster file's,
-    // else a free one when that host is this machine, else 29500.
-    quint16 rendezvousPort(const QString &rank0Host) const;
 
     core::Deployer &deployer() { return *m_deployer; }
     const core::ClusterSpec &cluster() const { return m_deployer->cluster(); }
+    // Hands the deployer over (to a RunLauncher); it stays wired to the
+    // terminal, so this object must outlive it.
+    std::unique_ptr<core::Deployer> takeDeployer() { return std::move(m_owned); }
 
 private:
     void askHostKey(const QString &host, const QString &fingerprint);
     void askPassword(const QString &host);
 
-    std::unique_ptr<core::Deployer> m_deployer;
+    std::unique_ptr<core::Deployer> m_owned;
+    core::Deployer *m_deployer = nullptr;
     bool m_interactive = false;
 };
 

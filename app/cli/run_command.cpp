@@ -3,18 +3,12 @@
 #include "store_access.h"
 
 #include <command_line.h>
-#include <handshake.h>
 #include <link_presets.h>
-#include <model_export.h>
-#include <remote_agent.h>
+#include <local_cluster.h>
 #include <safe_file.h>
 
-#include <QCommandLineParser>
 #include <QCoreApplication>
-#include <QDateTime>
-#include <QFileInfo>
 #include <QJsonArray>
-#include <QJsonDocument>
 #include <QTextStream>
 
 #include <unistd.h>
@@ -39,10 +33,8 @@ const FlagSpec kFlags[] = {
     {"workers", "workers", "N", "Number of local workers (default 4).", true},
     {"strategy", "strategy", "NAME", "dlion, allreduce, gaia, ako or hop.", false},
     {"model", "model", "NAME", "lenet5, mlp or cnn.", false},
-    {"dataset", "dataset", "NAME", "fashion-mnist, mnist, cifar10, synthetic, shapes, imagefolder, csv or npy.", false},
+    {"dataset", "dataset", "NAME", "fashion-mnist, mnist, cifar10, synthetic or shapes.", false},
     {"data-dir", "data_dir", "DIR", "Dataset folder (default: the Debian package path).", false},
-    {"test-set", "test_set", "local|shared", "With --data-dirs: score each worker on its own folder's test split\n"
-                                             "(local, the default) or on --dataset/--data-dir's (shared).", false},
     {"partition", "partition", "P", "iid or dirichlet:ALPHA.", false},
     {"batch-size", "batch_size", "N", "Samples per worker per round.", true},
     {"lr", "lr", "X", "Learning rate.", true},
@@ -96,11 +88,10 @@ bool parseLinks(const QString &value, QJsonObject *emulation)
     return true;
 }
 
-} // namespace
 
-int RunCommand::exec(const QStringList &args)
+const cmdline::Page &runPage()
 {
-    const cmdline::Page page{
+    static const cmdline::Page page{
         QStringLiteral("dlion run"), QStringLiteral("train one model on a micro-cloud of workers"),
         QStringLiteral("dlion run [--config JOB.json|yaml] [--cluster CLUSTER.json|yaml] [OPTIONS]"),
         QStringLiteral("Without --cluster, starts the embedded local cluster: N dlion-agent processes on\n"
@@ -111,11 +102,13 @@ int RunCommand::exec(const QStringList &args)
          QStringLiteral("dlion run --config job.yaml --out runs/first"),
          QStringLiteral("dlion run --cluster lab.yaml --seconds 300")},
         QStringLiteral("0 success, 1 the run failed, 2 bad usage or configuration (the message names the field).")};
-    QCommandLineParser parser;
+    return page;
+}
+
+void addRunOptions(QCommandLineParser &parser)
+{
     parser.addOption({"config", "Job file (JSON or YAML).", "FILE"});
     parser.addOption({"slowdown", "Per-worker compute slowdown factors, e.g. 1,1,2,4.", "LIST"});
-    parser.addOption({"data-dirs", "One data folder per local worker, e.g. /data/a,/data/b: each worker trains\n"
-                                   "on its own folder's data (in --dataset's format), no global partition.", "LIST"});
     parser.addOption({"links", "Emulated links: lan, lan-hetero, wan, wan-hetero, none, or a file with an\n"
                                "N x N matrix of Mbit/s (one row per line).", "PRESET|FILE"});
     parser.addOption({"latency-ms", "Emulated latency of every link.", "MS"});
@@ -131,178 +124,154 @@ int RunCommand::exec(const QStringList &args)
     parser.addOption({"store", "Run store to record the run in (default: $DLION_STORE or the user's data directory).", "PATH"});
     for (const FlagSpec &f : kFlags)
         parser.addOption({QString::fromLatin1(f.flag), QString::fromLatin1(f.help), QString::fromLatin1(f.value)});
-    if (int code = 0; !cmdline::parse(page, parser, args, &code))
+}
+
+// The kFlags and --slowdown, as job-file keys.
+bool readFlags(const QCommandLineParser &parser, QJsonObject &overrides)
+{
+    for (const FlagSpec &f : kFlags) {
+        if (!parser.isSet(f.flag))
+            continue;
+        const QString v = parser.value(f.flag);
+        bool ok = true;
+        overrides.insert(f.key, f.numeric ? QJsonValue(v.toDouble(&ok)) : QJsonValue(v));
+        if (!ok) {
+            err() << "dlion run: --" << f.flag << " \"" << v << "\" is not a number\n";
+            return false;
+        }
+    }
+    if (!parser.isSet("slowdown"))
+        return true;
+    QJsonArray factors;
+    for (const QString &part : parser.value("slowdown").split(',')) {
+        bool ok = false;
+        factors.append(part.trimmed().toDouble(&ok));
+        if (!ok) {
+            err() << "dlion run: --slowdown \"" << parser.value("slowdown") << "\" is not a comma-separated list of numbers\n";
+            return false;
+        }
+    }
+    overrides.insert("slowdown", factors);
+    return true;
+}
+
+// --links, --latency-ms and --option, field by field, so a job file's other
+// emulation settings and knobs stay.
+bool readEmulationAndKnobs(const QCommandLineParser &parser, QJsonObject &overrides)
+{
+    QJsonObject emulation;
+    if (parser.isSet("links") && !parseLinks(parser.value("links"), &emulation))
+        return false;
+    if (parser.isSet("latency-ms"))
+        emulation.insert("latency_ms", parser.value("latency-ms").toDouble());
+    for (auto it = emulation.begin(); it != emulation.end(); ++it)
+        overrides.insert("emulation." + it.key(), it.value());
+    for (const QString &kv : parser.values("option")) {
+        const int eq = int(kv.indexOf('='));
+        if (eq <= 0) {
+            err() << "dlion run: --option \"" << kv << "\" is not KEY=VALUE\n";
+            return false;
+        }
+        const QString value = kv.mid(eq + 1);
+        bool isNumber = false;
+        const double d = value.toDouble(&isNumber);
+        overrides.insert("strategy_options." + kv.left(eq), value == "true" || value == "false" ? QJsonValue(value == "true")
+                                                            : isNumber                         ? QJsonValue(d)
+                                                                                               : QJsonValue(value));
+    }
+    return true;
+}
+
+// An option of 0 to `max` seconds that only the local cluster has; false,
+// with a message, when the value or the cluster does not fit.
+bool readLocalSeconds(const QCommandLineParser &parser, const char *flag, int max, bool whole, double *seconds)
+{
+    bool ok = false;
+    const QString v = parser.value(flag);
+    *seconds = whole ? v.toInt(&ok) : v.toDouble(&ok);
+    if (ok && *seconds >= 0 && *seconds <= max && !parser.isSet("cluster"))
+        return true;
+    err() << "dlion run: --" << flag << " takes 0 to " << max << (whole ? " whole" : "")
+          << " seconds and works on the local cluster only (not with --cluster)\n";
+    return false;
+}
+
+} // namespace
+
+int RunCommand::exec(const QStringList &args)
+{
+    QCommandLineParser parser;
+    addRunOptions(parser);
+    if (int code = 0; !cmdline::parse(runPage(), parser, args, &code))
         return code;
     if (!parser.positionalArguments().isEmpty()) {
         err() << "dlion run: unexpected argument \"" << parser.positionalArguments().first() << "\"\n";
         return 2;
     }
-
     QJsonObject overrides;
-    for (const FlagSpec &f : kFlags) {
-        if (!parser.isSet(f.flag))
-            continue;
-        const QString v = parser.value(f.flag);
-        if (f.numeric) {
-            bool ok = false;
-            const double d = v.toDouble(&ok);
-            if (!ok) {
-                err() << "dlion run: --" << f.flag << " \"" << v << "\" is not a number\n";
-                return 2;
-            }
-            overrides.insert(f.key, d);
-        } else {
-            overrides.insert(f.key, v);
-        }
-    }
-    if (parser.isSet("data-dirs")) {
-        // Each worker trains on all of its own folder: no global partition.
-        QJsonArray dirs;
-        for (const QString &dir : parser.value("data-dirs").split(','))
-            dirs.append(QJsonObject{{"data_dir", dir.trimmed()}});
-        overrides.insert("worker_data", dirs);
-    }
-    if (parser.isSet("slowdown")) {
-        QJsonArray factors;
-        for (const QString &part : parser.value("slowdown").split(',')) {
-            bool ok = false;
-            factors.append(part.trimmed().toDouble(&ok));
-            if (!ok) {
-                err() << "dlion run: --slowdown \"" << parser.value("slowdown") << "\" is not a comma-separated list of numbers\n";
-                return 2;
-            }
-        }
-        overrides.insert("slowdown", factors);
-    }
-    QJsonObject emulation, options;
-    if (parser.isSet("links") && !parseLinks(parser.value("links"), &emulation))
+    core::RunLauncher::Options options;
+    if (!readFlags(parser, overrides) || !readEmulationAndKnobs(parser, overrides) || !readAgentOptions(parser, &options)
+        || !loadCluster(parser, overrides))
         return 2;
-    if (parser.isSet("latency-ms"))
-        emulation.insert("latency_ms", parser.value("latency-ms").toDouble());
-    for (const QString &kv : parser.values("option")) {
-        const int eq = int(kv.indexOf('='));
-        if (eq <= 0) {
-            err() << "dlion run: --option \"" << kv << "\" is not KEY=VALUE\n";
-            return 2;
-        }
-        const QString value = kv.mid(eq + 1);
-        bool isNumber = false;
-        const double d = value.toDouble(&isNumber);
-        options.insert(kv.left(eq), value == "true" || value == "false" ? QJsonValue(value == "true")
-                                    : isNumber                         ? QJsonValue(d)
-                                                                       : QJsonValue(value));
-    }
-    // Field by field, so a job file's other emulation settings and knobs stay.
-    for (auto it = emulation.begin(); it != emulation.end(); ++it)
-        overrides.insert("emulation." + it.key(), it.value());
-    for (auto it = options.begin(); it != options.end(); ++it)
-        overrides.insert("strategy_options." + it.key(), it.value());
-    if (parser.isSet("restart-lost")) {
-        bool ok = false;
-        const double s = parser.value("restart-lost").toDouble(&ok);
-        if (!ok || s < 0 || s > 3600 || parser.isSet("cluster")) {
-            err() << "dlion run: --restart-lost takes 0 to 3600 seconds and works on the local cluster only (not with --cluster)\n";
-            return 2;
-        }
-        m_restartLostMs = int(s * 1000);
-    }
-    if (parser.isSet("grace")) {
-        bool ok = false;
-        const int s = parser.value("grace").toInt(&ok);
-        if (!ok || s < 0 || s > 86400 || parser.isSet("cluster")) {
-            err() << "dlion run: --grace takes 0 to 86400 whole seconds and works on the local cluster only (not with --cluster)\n";
-            return 2;
-        }
-        m_cluster.setGrace(s);
-        m_graceS = s;
-    }
-    if (parser.isSet("cluster")) {
-        m_remote = std::make_unique<ConsoleDeployer>();
-        QString clusterError;
-        if (!m_remote->load(parser.value("cluster"), parser.isSet("accept-new-host-keys"), parser.isSet("quiet"), &clusterError)
-            || !m_remote->applyTo(overrides, &clusterError)) {
-            err() << "dlion run: " << clusterError << "\n";
-            return 2;
-        }
-    }
     QString error;
-    auto request = core::buildJob(parser.value("config"), overrides, &error);
-    if (!request) {
+    const auto request = core::buildJob(parser.value("config"), overrides, &error);
+    const auto runDir = request ? core::RunLauncher::createRunDir(parser.value("out"), request->spec.strategy, &error)
+                                : std::nullopt;
+    if (!runDir) {
         err() << "dlion run: " << error << "\n";
         return 2;
     }
-    m_request = *request;
+    options.runDir = *runDir;
+    options.storePath = parser.value("store");
+    follow(parser.isSet("quiet"));
+    start(*request, parser.value("cluster"), options);
+    return runEventLoop();
+}
 
-    QString outDir = parser.value("out");
-    if (outDir.isEmpty()) {
-        outDir = core::RunStore::defaultRunsDir() + "/" + QDateTime::currentDateTime().toString("yyyyMMdd-HHmmss") + "-" + m_request.spec.strategy;
+bool RunCommand::readAgentOptions(const QCommandLineParser &parser, core::RunLauncher::Options *options)
+{
+    double seconds = 0;
+    if (parser.isSet("restart-lost")) {
+        if (!readLocalSeconds(parser, "restart-lost", 3600, false, &seconds))
+            return false;
+        options->restartLostMs = int(seconds * 1000);
     }
-    m_outDir = QDir(outDir);
-    if (!m_outDir.mkpath(".")) {
-        err() << "dlion run: cannot create the run directory " << outDir << "\n";
-        return 2;
+    if (parser.isSet("grace")) {
+        if (!readLocalSeconds(parser, "grace", 86400, true, &seconds))
+            return false;
+        options->graceS = int(seconds);
     }
+    return true;
+}
 
-    m_tty = isatty(STDOUT_FILENO) && !parser.isSet("quiet");
-    // Record the run in the experiment store; a store problem never stops training.
-    const QString storePath = parser.isSet("store") ? parser.value("store") : core::RunStore::defaultPath();
-    if (m_store.open(storePath, core::RunStore::Mode::ReadWrite)) {
-        m_recorder.setOutDir(m_outDir.absolutePath());
-        m_recorder.setCluster(m_remote ? core::sshClusterInfo(m_remote->cluster(), parser.value("cluster"))
-                                       : core::localClusterInfo(m_request.workers));
-        m_recorder.attach(&m_session);
-        connect(&m_recorder, &core::RunRecorder::recordingFailed, this,
-                [](const QString &why) { err() << "dlion run: cannot record the run: " << why << "\n"; });
-    } else {
-        err() << "dlion run: not recording this run: " << m_store.errorString() << "\n";
-    }
-    m_secret = protocol::handshake::makeSecret();
-    connect(&m_cluster, &core::LocalCluster::ready, this, &RunCommand::onClusterReady);
-    connect(&m_cluster, &core::LocalCluster::failed, this, [this](const QString &reason) {
-        err() << "dlion run: " << reason << "\n";
-        m_exitCode = 1;
-        QCoreApplication::exit(1);
-    });
-    followSession(parser.isSet("quiet"));
-    out() << "starting " << m_request.workers << (m_remote ? " workers on the cluster's hosts (" : " local workers (")
-          << m_request.spec.strategy << ", " << m_request.spec.model << " on " << m_request.spec.dataset << ")\n";
+bool RunCommand::loadCluster(const QCommandLineParser &parser, QJsonObject &overrides)
+{
+    if (!parser.isSet("cluster"))
+        return true;
+    m_remote = std::make_unique<ConsoleDeployer>();
+    QString error;
+    if (m_remote->load(parser.value("cluster"), parser.isSet("accept-new-host-keys"), parser.isSet("quiet"), &error)
+        && m_remote->applyTo(overrides, &error))
+        return true;
+    err() << "dlion run: " << error << "\n";
+    return false;
+}
+
+void RunCommand::start(const core::JobRequest &request, const QString &clusterFile, const core::RunLauncher::Options &options)
+{
+    out() << "starting " << request.workers << (m_remote ? " workers on the cluster's hosts (" : " local workers (")
+          << request.spec.strategy << ", " << request.spec.model << " on " << request.spec.dataset << ")\n";
     out().flush();
     m_clock.start();
     if (m_remote)
-        deployRemote();
+        m_launcher.startRemote(request, m_remote->takeDeployer(), clusterFile, options);
     else
-        m_cluster.start(m_request.workers, m_secret);
-    return QCoreApplication::exec() == 0 ? m_exitCode : 1;
-}
-
-void RunCommand::followSession(bool quiet)
-{
-    connect(&m_session, &core::RunSession::logMessage, this, [](const QString &m) { err() << m << "\n"; err().flush(); });
-    connect(&m_session, &core::RunSession::finished, this, &RunCommand::onFinished);
-    if (!quiet) {
-        connect(&m_progressTimer, &QTimer::timeout, this, [this] { printProgress(); });
-        m_progressTimer.start(m_tty ? 1000 : 5000);
-    }
-}
-
-void RunCommand::keepAttachPoint(const QList<core::AgentEndpoint> &agents, const QString &rendezvousHost,
-                                 quint16 rendezvousPort, int graceS)
-{
-    if (!m_store.isOpen())
-        return;  // no stored run to go on recording into
-    core::AttachFile file;
-    file.store = m_store.path();
-    file.agents = agents;
-    file.secret = m_secret;
-    file.rendezvousHost = rendezvousHost;
-    file.rendezvousPort = rendezvousPort;
-    file.graceS = graceS;
-    m_attachPoint = std::make_unique<core::AttachPoint>(&m_session, &m_recorder, m_outDir.path(), file);
-    connect(m_attachPoint.get(), &core::AttachPoint::writeFailed, this, [](const QString &m) { err() << "dlion run: " << m << "\n"; });
+        m_launcher.startLocal(request, options);
 }
 
 int RunCommand::attach(const QStringList &args)
 {
+    m_name = QStringLiteral("dlion attach");
     const cmdline::Page page{
         QStringLiteral("dlion attach"), QStringLiteral("take over a run whose dlion run went away"),
         QStringLiteral("dlion attach RUN_DIR [--quiet]"),
@@ -323,55 +292,49 @@ int RunCommand::attach(const QStringList &args)
         err() << "dlion attach: give the run's folder (its --out)\n";
         return 2;
     }
-    m_outDir = QDir(parser.positionalArguments().first());
-    QString error;
-    const auto file = core::AttachFile::read(m_outDir.path(), &error);
-    if (!file) {
-        err() << "dlion attach: " << error << "\n";
-        return 1;
-    }
-    if (!m_store.open(file->store, core::RunStore::Mode::ReadWrite)) {
-        err() << "dlion attach: " << m_store.errorString() << "\n";
-        return 1;
-    }
-    const auto run = m_store.loadRun(file->runId);
-    if (!run) {
-        err() << "dlion attach: " << m_store.errorString() << "\n";
-        return 1;
-    }
-    m_tty = isatty(STDOUT_FILENO) && !parser.isSet("quiet");
-    m_request.workers = run->data.workers();
-    m_request.spec = run->data.job();
-    m_secret = file->secret;
-    if (run->info.cluster.value("kind").toString() == QLatin1String("ssh"))
-        m_takenOverCluster = run->info.cluster.value("file").toString();
-    followSession(parser.isSet("quiet"));
-    m_session.attach(run->data, file->agents, m_secret, file->rendezvousHost, file->rendezvousPort, file->members,
-                     file->generation);
-    m_recorder.resume(file->runId, &m_session.data());
-    m_recorder.attach(&m_session);
-    keepAttachPoint(file->agents, file->rendezvousHost, file->rendezvousPort, file->graceS);
-    out() << "attaching to run " << file->runId << " (" << file->agents.size() << " workers)\n";
-    out().flush();
+    follow(parser.isSet("quiet"));
     m_clock.start();
+    m_launcher.attach(parser.positionalArguments().first());
+    if (m_launcher.isActive()) {
+        out() << "attaching to run " << m_launcher.recordedRunId() << " (" << m_launcher.request().workers << " workers)\n";
+        out().flush();
+    }
+    return runEventLoop();
+}
+
+void RunCommand::follow(bool quiet)
+{
+    using core::RunLauncher;
+    m_tty = isatty(STDOUT_FILENO) && !quiet;
+    connect(&m_launcher, &RunLauncher::message, this, [](const QString &m) { err() << m << "\n"; err().flush(); });
+    connect(&m_launcher, &RunLauncher::failed, this, [this](const QString &reason) {
+        err() << m_name << ": " << reason << "\n";
+        m_exitCode = 1;
+    });
+    connect(&m_launcher, &RunLauncher::finished, this, &RunCommand::printSummary);
+    connect(&m_launcher, &RunLauncher::released, this, [this](bool ok) {
+        if (!ok)
+            m_exitCode = 1;
+        QCoreApplication::exit(0);
+    });
+    if (!quiet) {
+        connect(&m_progressTimer, &QTimer::timeout, this, &RunCommand::printProgress);
+        m_progressTimer.start(m_tty ? 1000 : 5000);
+    }
+}
+
+int RunCommand::runEventLoop()
+{
+    if (m_launcher.phase() == core::RunLauncher::Phase::Failed)
+        return m_exitCode;  // failed at once: released before any event loop could end
     return QCoreApplication::exec() == 0 ? m_exitCode : 1;
 }
 
-void RunCommand::onClusterReady()
+void RunCommand::printProgress()
 {
-    m_rejoin = std::make_unique<core::LocalRejoin>(&m_cluster, &m_session);
-    m_rejoin->setAutomatic(m_restartLostMs);
-    connect(m_rejoin.get(), &core::LocalRejoin::message, this, [](const QString &m) { err() << m << "\n"; err().flush(); });
-    const quint16 port = core::pickFreePort();
-    if (m_graceS > 0)
-        keepAttachPoint(m_cluster.endpoints(), core::LocalCluster::kHost, port, m_graceS);
-    m_session.start(m_request.spec, m_cluster.endpoints(), m_secret, core::LocalCluster::kHost, port);
-}
-
-void RunCommand::printProgress(bool force)
-{
-    const core::RunData &d = m_session.data();
-    if (d.workers() == 0 && !force)
+    core::RunSession &session = m_launcher.session();
+    const core::RunData &d = session.data();
+    if (d.workers() == 0)
         return;
     QString line = QStringLiteral("[%1 s]").arg(m_clock.elapsed() / 1000.0, 6, 'f', 1);
     if (const auto e = d.lastGlobalEval())
@@ -381,7 +344,7 @@ void RunCommand::printProgress(bool force)
     for (int w = 0; w < d.workers(); ++w) {
         const auto *r = d.lastRound(w);
         if (!r || !d.lostReason(w).isEmpty()) {
-            perWorker << QStringLiteral("w%1 %2").arg(w).arg(protocol::workerStateName(m_session.workerState(w)));
+            perWorker << QStringLiteral("w%1 %2").arg(w).arg(session.workerState(w));
             continue;
         }
         rate += r->rate;
@@ -393,21 +356,13 @@ void RunCommand::printProgress(bool force)
     out().flush();
 }
 
-void RunCommand::onFinished(bool ok, const QString &message)
+void RunCommand::printSummary(bool ok, const QString &message)
 {
     m_progressTimer.stop();
-    m_session.shutdownAgents();
-    const QJsonObject summary = m_session.data().summary();
-    const QString path = m_outDir.filePath("summary.json");
-    if (QString error; !files::writeAtomically(path, QJsonDocument(summary).toJson(), &error)) {
-        err() << "dlion run: " << error << "\n";
-        QCoreApplication::exit(1);
-        return;
-    }
-    QString modelError;
-    const QString model = core::keepFinalModel(m_session.data(), m_outDir.path(), &modelError);
-    if (!modelError.isEmpty())
-        err() << "dlion run: the final model was not kept: " << modelError << "\n";
+    m_exitCode = 1;
+    if (m_launcher.summaryPath().isEmpty())
+        return;  // the launcher said why
+    const QJsonObject &summary = m_launcher.summary();
     const QJsonObject tta = summary.value("time_to_accuracy").toObject();
     auto ttaText = [&](const char *key) {
         const QJsonValue v = tta.value(key);
@@ -419,64 +374,32 @@ void RunCommand::onFinished(bool ok, const QString &message)
           << "80% after " << ttaText("0.80") << ", 85% after " << ttaText("0.85") << ", "
           << QString::number(summary.value("bytes_sent").toDouble() / 1e6, 'f', 1) << " MB sent\n";
     if (!ok)
-        err() << "dlion run: " << message << "\n";
-    out() << "summary: " << QFileInfo(path).absoluteFilePath() << "\n";
-    if (!model.isEmpty())
+        err() << m_name << ": " << message << "\n";
+    out() << "summary: " << m_launcher.summaryPath() << "\n";
+    if (const QString model = m_launcher.modelPath(); !model.isEmpty())
         out() << "model: " << model << " (dlion export)\n";
-    if (!m_takenOverCluster.isEmpty())  // no deployer here to clean up after the agents
-        out() << "the agents' folders stay on the hosts: remove them with dlion stop --cluster " << m_takenOverCluster << "\n";
-    if (m_recorder.runId() > 0 && m_recorder.finish(ok, message))
-        out() << "run id: " << m_recorder.runId() << " in " << m_store.path() << " (dlion report " << m_recorder.runId() << ")\n";
+    if (const QString file = m_launcher.takenOverClusterFile(); !file.isEmpty())  // no deployer here to clean up
+        out() << "the agents' folders stay on the hosts: remove them with dlion stop --cluster " << file << "\n";
+    const core::RunRecorder &recorder = m_launcher.recorder();
+    if (recorder.runId() > 0 && !recorder.isRecording())
+        out() << "run id: " << recorder.runId() << " in " << m_launcher.storePath() << " (dlion report " << recorder.runId() << ")\n";
     out().flush();
     m_exitCode = ok ? 0 : 1;
-    exitAfterCleanup(0);
-}
-
-void RunCommand::deployRemote()
-{
-    core::Deployer &deployer = m_remote->deployer();
-    connect(&deployer, &core::Deployer::deployed, this, [this](const QList<core::AgentEndpoint> &agents) {
-        if (m_interrupts > 0)
-            return exitAfterCleanup(1);
-        const quint16 port = m_remote->rendezvousPort(agents[0].host);
-        keepAttachPoint(agents, agents[0].host, port, core::RemoteAgent::kGraceS);
-        m_session.start(m_request.spec, agents, m_secret, agents[0].host, port);
-    });
-    connect(&deployer, &core::Deployer::failed, this, [] {
-        err() << "dlion run: the deployment failed\n";  // each host's reason is printed as it happens
-        QCoreApplication::exit(1);
-    });
-    deployer.deploy(m_secret);
-}
-
-void RunCommand::exitAfterCleanup(int code)
-{
-    if (!m_remote)
-        return QCoreApplication::exit(code);
-    connect(&m_remote->deployer(), &core::Deployer::stopped, this, [this, code](bool ok) {
-        if (!ok)
-            m_exitCode = 1;
-        QCoreApplication::exit(code);
-    });
-    m_remote->deployer().stop();
 }
 
 void RunCommand::interrupt()
 {
     if (++m_interrupts > 1) {
-        err() << "dlion run: interrupted again, exiting now\n";
-        m_cluster.shutdown(0);
+        err() << m_name << ": interrupted again, exiting now\n";
+        if (core::LocalCluster *cluster = m_launcher.localCluster())
+            cluster->shutdown(0);
         if (m_remote)
-            err() << "dlion run: agents may still run on the cluster's hosts; remove them with: dlion stop --cluster FILE\n";
+            err() << m_name << ": agents may still run on the cluster's hosts; remove them with: dlion stop --cluster FILE\n";
         ::_exit(130);
     }
-    err() << "dlion run: stopping the workers (Ctrl-C again to exit at once)\n";
-    if (m_session.state() == core::RunSession::State::Running)
-        m_session.stop();
-    else if (!m_remote)
-        QCoreApplication::exit(1);
-    else if (!m_remote->deployer().isBusy())
-        exitAfterCleanup(1);  // else the deployment's end sees the interrupt
+    err() << m_name << ": stopping the workers (Ctrl-C again to exit at once)\n";
+    err().flush();
+    m_launcher.stop();
 }
 
 } // namespace dlion::cli

@@ -2,15 +2,9 @@
 
 #include "console_deployer.h"
 
-#include <attach_point.h>
-#include <job_builder.h>
-#include <local_cluster.h>
-#include <local_rejoin.h>
-#include <run_recorder.h>
-#include <run_session.h>
-#include <run_store.h>
+#include <run_launcher.h>
 
-#include <QDir>
+#include <QCommandLineParser>
 #include <QElapsedTimer>
 #include <QObject>
 #include <QStringList>
@@ -23,6 +17,7 @@ namespace dlion::cli {
 // `dlion run`: trains a job on the embedded local cluster or the machines
 // of a cluster file, shows progress,
 // writes DIR/summary.json. Exit status: 0 success, 1 failed run, 2 bad usage.
+// The terminal's face over core::RunLauncher.
 class RunCommand : public QObject {
     Q_OBJECT
 public:
@@ -35,31 +30,19 @@ public:
     void interrupt();
 
 private:
-    void onClusterReady();
-    // Progress, log and end of the session: shared by run and attach.
-    void followSession(bool quiet);
-    // Keeps RUN_DIR/attach.json for `dlion attach` while the run trains.
-    void keepAttachPoint(const QList<core::AgentEndpoint> &agents, const QString &rendezvousHost, quint16 rendezvousPort,
-                         int graceS);
-    void printProgress(bool force = false);
-    void onFinished(bool ok, const QString &message);
-    // --cluster: deploy agents over SSH, run on them, remove them after.
-    void deployRemote();
-    void exitAfterCleanup(int code);
+    // exec's steps: each names what is wrong on stderr and returns false.
+    bool readAgentOptions(const QCommandLineParser &parser, core::RunLauncher::Options *options);
+    bool loadCluster(const QCommandLineParser &parser, QJsonObject &overrides);
+    void start(const core::JobRequest &request, const QString &clusterFile, const core::RunLauncher::Options &options);
+    // Progress, log and end of the run: shared by run and attach.
+    void follow(bool quiet);
+    int runEventLoop();
+    void printProgress();
+    void printSummary(bool ok, const QString &message);
 
-    core::JobRequest m_request;
-    QDir m_outDir;
-    QByteArray m_secret;
-    core::LocalCluster m_cluster;
-    core::RunSession m_session;
-    std::unique_ptr<ConsoleDeployer> m_remote;  // set with --cluster
-    std::unique_ptr<core::LocalRejoin> m_rejoin;
-    int m_restartLostMs = -1;  // --restart-lost
-    int m_graceS = 0;  // --grace
-    std::unique_ptr<core::AttachPoint> m_attachPoint;
-    QString m_takenOverCluster;  // attach: the cluster file of a cluster run
-    core::RunStore m_store;
-    core::RunRecorder m_recorder{&m_store};
+    QString m_name = QStringLiteral("dlion run");
+    std::unique_ptr<ConsoleDeployer> m_remote;  // set with --cluster; outlives the deployer it hands over
+    core::RunLauncher m_launcher;
     QTimer m_progressTimer;
     QElapsedTimer m_clock;
     bool m_tty = false;

@@ -24,7 +24,10 @@ QJsonObject sshClusterInfo(const ClusterSpec &spec, const QString &file)
             o.insert("slowdown", h.slowdown);
         hosts.append(o);
     }
-    return QJsonObject{{"kind", "ssh"}, {"name", spec.name}, {"file", QFileInfo(file).absoluteFilePath()}, {"hosts", hosts}};
+    QJsonObject info{{"kind", "ssh"}, {"name", spec.name}, {"workers", int(spec.hosts.size())}, {"hosts", hosts}};
+    if (!file.isEmpty())  // hosts typed into the GUI come from no file
+        info.insert("file", QFileInfo(file).absoluteFilePath());
+    return info;
 }
 
 RunRecorder::RunRecorder(RunStore *store, QObject *parent) : QObject(parent), m_store(store)

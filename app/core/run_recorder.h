@@ -13,6 +13,9 @@ class RunSession;
 struct ClusterSpec;
 
 // What a stored run records as its cluster: where it ran, no credentials.
+// Local: kind, workers, host. SSH: kind, name, workers, hosts (objects with
+// name, address, port, user and slowdown when set) and the cluster file
+// when the hosts came from one.
 QJsonObject localClusterInfo(int workers);
 QJsonObject sshClusterInfo(const ClusterSpec &spec, const QString &file);
 

@@ -90,7 +90,7 @@ public:
         Io,             // a statement failed (disk full, locked too long)
     };
 
-    static constexpr int kSchemaVersion = 3;
+    static constexpr int kSchemaVersion = 4;
 
     // $DLION_STORE, else GenericDataLocation/dlion/runs.sqlite.
     static QString defaultPath();
@@ -177,6 +177,7 @@ private:
     bool createSchema();
     bool migrate(int from);
     bool migrateV1toV2();
+    bool migrateV3toV4();
     bool checkStore();
     std::optional<RunInfo> readInfo(qint64 id);
 

@@ -11,16 +11,40 @@
 //   v3  evals gain min_accuracy, max_accuracy and consensus_accuracy: every
 //       replica is scored on the same test subset, global_accuracy is the
 //       mean replica. Older evals keep NULL there (shards summed).
+//   v4  cluster_json has one layout whichever face wrote it (run_recorder.h):
+//       DLion Studio recorded an SSH run's hosts as plain names, a local run
+//       with a copy of the job's emulation and without its host.
 #include "round_series_codec.h"
 #include "run_store.h"
 #include "run_store_private.h"
 
+#include <QJsonArray>
 #include <QSqlError>
 #include <QSqlQuery>
 
 namespace dlion::core {
 
+using namespace storedetail;
+
 namespace {
+
+// A v3 cluster_json in the v4 layout; `host` is the run row's.
+QJsonObject clusterInV4Layout(QJsonObject cluster, const QString &host)
+{
+    const QString kind = cluster.value("kind").toString();
+    if (kind == QLatin1String("local")) {
+        cluster.remove("emulation");  // the job holds it
+        if (!cluster.contains("host"))
+            cluster.insert("host", host);
+    } else if (kind == QLatin1String("ssh")) {
+        QJsonArray hosts;
+        for (const QJsonValue &h : cluster.value("hosts").toArray())
+            hosts.append(h.isString() ? QJsonObject{{"name", h.toString()}} : h);
+        cluster.insert("hosts", hosts);
+        cluster.insert("workers", int(hosts.size()));
+    }
+    return cluster;
+}
 
 const char *const kSchema[] = {
     "CREATE TABLE runs ("
@@ -79,6 +103,7 @@ bool RunStore::migrate(int from)
     for (const char *sql : {"ALTER TABLE evals ADD COLUMN min_accuracy REAL", "ALTER TABLE evals ADD COLUMN max_accuracy REAL",
                             "ALTER TABLE evals ADD COLUMN consensus_accuracy REAL"})
         ok = ok && (from >= 3 || exec(QString::fromLatin1(sql)));
+    ok = ok && (from >= 4 || migrateV3toV4());
     ok = ok && exec(QStringLiteral("PRAGMA user_version = %1").arg(kSchemaVersion)) && commit();
     if (!ok) {
         const QString why = m_error;
@@ -160,6 +185,26 @@ bool RunStore::migrateV1toV2()
         return false;
     q.finish();
     return exec(QStringLiteral("DROP TABLE rounds"));
+}
+
+bool RunStore::migrateV3toV4()
+{
+    QSqlQuery q(d->db());
+    if (!q.exec(QStringLiteral("SELECT id, cluster_json, host FROM runs WHERE cluster_json IS NOT NULL")))
+        return fail(Error::Io, q.lastError().text());
+    QList<std::pair<qint64, QString>> changed;
+    while (q.next()) {
+        const QJsonObject before = parseObject(q.value(1));
+        const QJsonObject after = clusterInV4Layout(before, q.value(2).toString());
+        if (after != before)
+            changed.append({q.value(0).toLongLong(), dump(after)});
+    }
+    q.finish();
+    for (const auto &[id, cluster] : std::as_const(changed)) {
+        if (!exec(QStringLiteral("UPDATE runs SET cluster_json = ? WHERE id = ?"), {cluster, id}))
+            return false;
+    }
+    return true;
 }
 
 } // namespace dlion::core

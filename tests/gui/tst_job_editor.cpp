@@ -76,6 +76,21 @@ bool setInput(ui::JobEditor &e, const Knob &k, const QJsonValue &v)
     return true;
 }
 
+template <typename T>
+T *fieldAs(ui::JobEditor &e, const char *key)
+{
+    auto *w = qobject_cast<T *>(e.field(QLatin1String(key)));
+    if (!w)
+        qFatal("the job editor has no field %s", key);
+    return w;
+}
+
+void select(ui::JobEditor &e, const char *key, const QString &data)
+{
+    auto *c = fieldAs<QComboBox>(e, key);
+    c->setCurrentIndex(c->findData(data));
+}
+
 void selectStrategy(ui::JobEditor &e, const QString &name)
 {
     auto *c = qobject_cast<QComboBox *>(e.field("strategy"));

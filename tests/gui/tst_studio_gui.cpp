@@ -2,7 +2,8 @@
 // 3-worker micro-cloud, run it against real dlion-agent processes, watch
 // telemetry reach the plots, merge, change the emulation live, stop, and
 // lose an agent without the window freezing, close the window with the run
-// left training and take it over in a new one. Screenshots go to
+// left training and take it over in a new one; the same job started from the
+// GUI and from dlion run is stored alike. Screenshots go to
 // <build>/artifacts/.
 #include "../integration/child_processes.h"
 
@@ -11,12 +12,14 @@
 #include <dashboard.h>
 #include <field_marker.h>
 #include <heatmap_plot.h>
+#include <job_builder.h>
 #include <job_editor.h>
 #include <live_controls.h>
 #include <local_cluster.h>
 #include <local_cluster_form.h>
 #include <main_window.h>
 #include <run_list_dialog.h>
+#include <run_store.h>
 #include <worker_status_list.h>
 
 #include <QAction>
@@ -52,6 +55,7 @@ private Q_SLOTS:
     void darkPaletteRethemesThePlots();
     void lostWorkerRegroupsAndRestarts();
     void closedWindowLeavesTheRunToTakeOver();
+    void guiAndCliStoreTheSameRun();
     void cleanupTestCase();
 
 private:
@@ -419,6 +423,77 @@ void TestStudioGui::closedWindowLeavesTheRunToTakeOver()
     QCOMPARE(runs.table()->item(0, 2)->text(), QStringLiteral("finished"));
     for (qint64 pid : agents)
         QTRY_VERIFY_WITH_TIMEOUT(!test::alive(pid), 30000);
+}
+
+namespace {
+
+// Everything a stored run keeps about its job, cluster and records, less
+// what timing decides (times, rates, losses, how many evaluations).
+void compareStoredRuns(const core::StoredRun &gui, const core::StoredRun &cli)
+{
+    for (const core::StoredRun *run : {&gui, &cli}) {
+        QCOMPARE(run->info.status, QStringLiteral("finished"));
+        QVERIFY2(QFile::exists(QDir(run->info.outDir).filePath(QStringLiteral("summary.json"))), qPrintable(run->info.outDir));
+        QVERIFY(std::any_of(run->data.evals().cbegin(), run->data.evals().cend(),
+                            [](const protocol::EvalRecord &e) { return e.final; }));
+    }
+    QCOMPARE(gui.info.spec, cli.info.spec);
+    QCOMPARE(gui.info.cluster, cli.info.cluster);
+    QCOMPARE(gui.info.cluster.value("kind").toString(), QStringLiteral("local"));
+    QCOMPARE(gui.info.strategy, cli.info.strategy);
+    QCOMPARE(gui.info.model, cli.info.model);
+    QCOMPARE(gui.info.dataset, cli.info.dataset);
+    QCOMPARE(gui.info.workers, cli.info.workers);
+    QCOMPARE(gui.info.host, cli.info.host);
+    QCOMPARE(gui.data.workers(), cli.data.workers());
+    QCOMPARE(gui.data.merges().size(), cli.data.merges().size());
+    for (int w = 0; w < gui.data.workers(); ++w) {
+        const auto &a = gui.data.rounds(w), &b = cli.data.rounds(w);
+        QCOMPARE(a.size(), b.size());
+        for (qsizetype i = 0; i < a.size(); ++i) {
+            QCOMPARE(a[i].round, b[i].round);
+            QCOMPARE(a[i].batch, b[i].batch);
+        }
+        QCOMPARE(gui.data.outcome(w).keys(), cli.data.outcome(w).keys());
+    }
+}
+
+} // namespace
+
+void TestStudioGui::guiAndCliStoreTheSameRun()
+{
+    QTemporaryDir dir;
+    const QString jobFile = dir.filePath(QStringLiteral("job.json"));
+    QFile f(jobFile);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write(R"({"workers": 2, "strategy": "allreduce", "dataset": "synthetic", "model": "mlp",
+                "budget": {"max_rounds": 40}, "eval_interval_s": 1, "seed": 7})");
+    f.close();
+    QString error;
+    const auto request = core::buildJob(jobFile, {}, &error);
+    QVERIFY2(request, qPrintable(error));
+
+    ui::RunController gui;
+    gui.startLocal(*request);
+    QTRY_VERIFY_WITH_TIMEOUT(gui.phase() == Phase::Finished || gui.phase() == Phase::Failed, 120000);
+    QCOMPARE(gui.phase(), Phase::Finished);
+
+    QProcess cli;
+    cli.start(qEnvironmentVariable("DLION_CLI"), {"run", "--config", jobFile, "--out", dir.filePath("cli"), "--quiet"});
+    QVERIFY(cli.waitForFinished(120000));
+    const QByteArray said = cli.readAllStandardOutput();
+    QVERIFY2(cli.exitCode() == 0, (said + cli.readAllStandardError()).constData());
+    static const QRegularExpression runId(QStringLiteral("run id: (\\d+) in (.*) \\(dlion report"));
+    const QRegularExpressionMatch m = runId.match(QString::fromUtf8(said));
+    QVERIFY2(m.hasMatch(), said.constData());
+    QCOMPARE(m.captured(2), gui.storePath());
+
+    core::RunStore store;
+    QVERIFY2(store.open(gui.storePath(), core::RunStore::Mode::ReadOnly), qPrintable(store.errorString()));
+    const auto fromGui = store.loadRun(gui.recordedRunId());
+    const auto fromCli = store.loadRun(m.captured(1).toLongLong());
+    QVERIFY2(fromGui && fromCli, qPrintable(store.errorString()));
+    compareStoredRuns(*fromGui, *fromCli);
 }
 
 void TestStudioGui::cleanupTestCase()

@@ -1,10 +1,14 @@
 // Cluster files: what a valid one yields, and messages that name the host
-// and the field for every kind of mistake.
+// and the field for every kind of mistake; where a run's rendezvous and
+// folder go.
 #include <cluster_spec.h>
+#include <run_launcher.h>
 
 #include <QDir>
 #include <QFile>
+#include <QFileInfo>
 #include <QJsonArray>
+#include <QTcpServer>
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -17,6 +21,8 @@ private Q_SLOTS:
     void jobOverridesFollowTheHosts();
     void mistakesNameHostAndField_data();
     void mistakesNameHostAndField();
+    void rendezvousPortRule();
+    void runFolderIsCreatedOrRefused();
 };
 
 void TestClusterSpec::yamlFileLoads()
@@ -138,6 +144,33 @@ void TestClusterSpec::mistakesNameHostAndField()
     QVERIFY2(error.contains("host \"a\": field \"name\" is used by two hosts"), qPrintable(error));
     QVERIFY(!ClusterSpec::fromJson(QJsonObject{{"hosts", QJsonArray{}}}, &error));
     QVERIFY2(error.contains("field \"hosts\" must be a non-empty list"), qPrintable(error));
+}
+
+void TestClusterSpec::rendezvousPortRule()
+{
+    QCOMPARE(RunLauncher::rendezvousPort(29600, QStringLiteral("10.0.0.5")), quint16(29600));  // the cluster file's
+    QCOMPARE(RunLauncher::rendezvousPort(0, QStringLiteral("10.0.0.5")), quint16(29500));  // c10d's customary one
+    // Rank 0 on this machine: a port free at the time, on that address.
+    const quint16 local = RunLauncher::rendezvousPort(0, QStringLiteral("127.0.0.1"));
+    QVERIFY(local != 0);
+    QTcpServer server;
+    QVERIFY2(server.listen(QHostAddress::LocalHost, local), qPrintable(server.errorString()));
+}
+
+void TestClusterSpec::runFolderIsCreatedOrRefused()
+{
+    QTemporaryDir dir;
+    const QString wanted = dir.filePath(QStringLiteral("runs/first"));
+    QString error;
+    QCOMPARE(RunLauncher::createRunDir(wanted, QStringLiteral("gaia"), &error), std::optional<QString>(wanted));
+    QVERIFY(QFileInfo(wanted).isDir());
+
+    QFile file(dir.filePath(QStringLiteral("a-file")));
+    QVERIFY(file.open(QIODevice::WriteOnly));
+    file.close();
+    const QString blocked = dir.filePath(QStringLiteral("a-file/run"));
+    QVERIFY(!RunLauncher::createRunDir(blocked, QStringLiteral("gaia"), &error));
+    QVERIFY2(error.contains(blocked) && error.contains("choose a writable one"), qPrintable(error));
 }
 
 QTEST_GUILESS_MAIN(TestClusterSpec)

@@ -3,6 +3,7 @@
 // modify the file.
 #include "store_test_data.h"
 
+#include <cluster_spec.h>
 #include <dlion_version.h>
 #include <round_series_codec.h>
 #include <run_list_model.h>
@@ -12,6 +13,7 @@
 #include <QCryptographicHash>
 #include <QFile>
 #include <QFileInfo>
+#include <QJsonArray>
 #include <QJsonDocument>
 #include <QProcess>
 #include <QRandomGenerator>
@@ -138,6 +140,7 @@ private Q_SLOTS:
     void killedWriterLeavesEveryCommittedRow();
     void fullDiskKeepsEveryCommittedRow();
     void migratesFromSchemaV1();
+    void migratesClusterLayoutFromSchemaV3();
     void badFilesGetClearErrorsAndStayUntouched();
     void readingNeverModifiesTheFile();
     void oneHourEightWorkerRunStaysSmall();
@@ -494,6 +497,50 @@ void TestRunStore::migratesFromSchemaV1()
     QCOMPARE(store.diskSchemaVersion(), RunStore::kSchemaVersion);
     check(store);
     QCOMPARE(store.countRows(QStringLiteral("round_chunks")), 2);
+}
+
+void TestRunStore::migratesClusterLayoutFromSchemaV3()
+{
+    QTemporaryDir dir;
+    const QString path = dir.filePath(QStringLiteral("v3.sqlite"));
+    core::ClusterSpec spec;
+    spec.name = QStringLiteral("lab");
+    core::ClusterHost host;
+    host.name = QStringLiteral("edge-1");
+    host.address = QStringLiteral("10.0.0.5");
+    host.user = QStringLiteral("alice");
+    spec.hosts = {host};
+    const QJsonObject cliSsh = core::sshClusterInfo(spec, dir.filePath(QStringLiteral("lab.yaml")));
+    QCOMPARE(cliSsh.value("workers").toInt(), 1);
+    QVERIFY(!core::sshClusterInfo(spec, QString()).contains("file"));  // hosts typed into the GUI
+    const QJsonObject cliLocal = core::localClusterInfo(2);
+    // As DLion Studio wrote them up to v3.
+    const QJsonObject guiSsh{{"kind", "ssh"}, {"workers", 2}, {"hosts", QJsonArray{"edge-1", "edge-2"}}};
+    const QJsonObject guiLocal{{"kind", "local"}, {"workers", 3}, {"emulation", QJsonObject{{"links", "lan"}}}};
+    {
+        RunStore store;
+        QVERIFY(store.open(path, RunStore::Mode::ReadWrite));
+        RunStore::NewRun run;
+        run.spec = protocol::JobSpec().toJson();
+        for (const QJsonObject &cluster : {guiSsh, guiLocal, cliSsh, cliLocal}) {
+            run.cluster = cluster;
+            QVERIFY(store.createRun(run));
+        }
+    }
+    rawSql(path, {QStringLiteral("PRAGMA user_version = 3")});
+
+    RunStore store;
+    QVERIFY2(store.open(path, RunStore::Mode::ReadWrite), qPrintable(store.errorString()));
+    QCOMPARE(store.diskSchemaVersion(), 3);
+    auto cluster = [&store](qint64 id) { return store.loadRun(id)->info.cluster; };
+    const QJsonArray names{QJsonObject{{"name", "edge-1"}}, QJsonObject{{"name", "edge-2"}}};
+    QCOMPARE(cluster(1), (QJsonObject{{"kind", "ssh"}, {"workers", 2}, {"hosts", names}}));
+    QCOMPARE(cluster(2), (QJsonObject{{"kind", "local"}, {"workers", 3}, {"host", store.loadRun(2)->info.host}}));
+    QCOMPARE(cluster(3), cliSsh);
+    QCOMPARE(cluster(4), cliLocal);
+    RunStore reopened;
+    QVERIFY(reopened.open(path, RunStore::Mode::ReadOnly));
+    QCOMPARE(reopened.diskSchemaVersion(), RunStore::kSchemaVersion);
 }
 
 void TestRunStore::badFilesGetClearErrorsAndStayUntouched()
