@@ -2,6 +2,7 @@
 // but all-reduce): control rows travel as messages beside the strategy's
 // own, and no call waits on a collective until the final evaluation.
 
+#include "comm.h"
 #include "compute_pacer.h"
 #include "engine_error.h"
 #include "mailbox.h"

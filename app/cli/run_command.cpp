@@ -344,7 +344,7 @@ void RunCommand::printProgress()
     for (int w = 0; w < d.workers(); ++w) {
         const auto *r = d.lastRound(w);
         if (!r || !d.lostReason(w).isEmpty()) {
-            perWorker << QStringLiteral("w%1 %2").arg(w).arg(session.workerState(w));
+            perWorker << QStringLiteral("w%1 %2").arg(w).arg(protocol::workerStateName(session.workerState(w)));
             continue;
         }
         rate += r->rate;
