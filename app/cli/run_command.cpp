@@ -32,9 +32,11 @@ struct FlagSpec {
 const FlagSpec kFlags[] = {
     {"workers", "workers", "N", "Number of local workers (default 4).", true},
     {"strategy", "strategy", "NAME", "dlion, allreduce, gaia, ako or hop.", false},
-    {"model", "model", "NAME", "lenet5, mlp or cnn.", false},
-    {"dataset", "dataset", "NAME", "fashion-mnist, mnist, cifar10, synthetic or shapes.", false},
+    {"model", "model", "NAME", "lenet5, mlp, cnn, or a TorchScript file PATH.pt.", false},
+    {"dataset", "dataset", "NAME", "fashion-mnist, mnist, cifar10, synthetic, shapes, imagefolder, csv or npy.", false},
     {"data-dir", "data_dir", "DIR", "Dataset folder (default: the Debian package path).", false},
+    {"test-set", "test_set", "local|shared", "With --data-dirs: score each worker on its own folder's test split\n"
+                                             "(local, the default) or on --dataset/--data-dir's (shared).", false},
     {"partition", "partition", "P", "iid or dirichlet:ALPHA.", false},
     {"batch-size", "batch_size", "N", "Samples per worker per round.", true},
     {"lr", "lr", "X", "Learning rate.", true},
@@ -109,6 +111,8 @@ void addRunOptions(QCommandLineParser &parser)
 {
     parser.addOption({"config", "Job file (JSON or YAML).", "FILE"});
     parser.addOption({"slowdown", "Per-worker compute slowdown factors, e.g. 1,1,2,4.", "LIST"});
+    parser.addOption({"data-dirs", "One data folder per local worker, e.g. /data/a,/data/b: each worker trains\n"
+                                   "on its own folder's data (in --dataset's format), no global partition.", "LIST"});
     parser.addOption({"links", "Emulated links: lan, lan-hetero, wan, wan-hetero, none, or a file with an\n"
                                "N x N matrix of Mbit/s (one row per line).", "PRESET|FILE"});
     parser.addOption({"latency-ms", "Emulated latency of every link.", "MS"});
@@ -126,9 +130,16 @@ void addRunOptions(QCommandLineParser &parser)
         parser.addOption({QString::fromLatin1(f.flag), QString::fromLatin1(f.help), QString::fromLatin1(f.value)});
 }
 
-// The kFlags and --slowdown, as job-file keys.
+// The kFlags, --data-dirs and --slowdown, as job-file keys.
 bool readFlags(const QCommandLineParser &parser, QJsonObject &overrides)
 {
+    if (parser.isSet("data-dirs")) {
+        // Each worker trains on all of its own folder: no global partition.
+        QJsonArray dirs;
+        for (const QString &dir : parser.value("data-dirs").split(','))
+            dirs.append(QJsonObject{{"data_dir", dir.trimmed()}});
+        overrides.insert("worker_data", dirs);
+    }
     for (const FlagSpec &f : kFlags) {
         if (!parser.isSet(f.flag))
             continue;
