@@ -101,9 +101,14 @@ void TestStrategies::dlionAdaptsToSlowWorkersAndMergesOnRequest()
     core::RunSession &s = *run.session;
     QTRY_VERIFY_WITH_TIMEOUT(s.data().rounds(3).size() > 30, 60000);
     QSignalSpy merges(&s, &core::RunSession::mergeObserved);
-    s.mergeNow();
-    QTRY_VERIFY_WITH_TIMEOUT(!merges.isEmpty() || s.state() != core::RunSession::State::Running, 30000);
-    QVERIFY2(!merges.isEmpty(), "merge now produced no merge event");
+    // Only a replica strictly behind the best on the held-out batch merges:
+    // when all four score alike (500 samples), the request merges nobody, as
+    // it should, so ask again, at most five times.
+    for (int attempt = 0; attempt < 5 && merges.isEmpty() && s.state() == core::RunSession::State::Running; ++attempt) {
+        s.mergeNow();
+        merges.wait(10000);
+    }
+    QVERIFY2(!merges.isEmpty(), "five requests to merge now produced no merge event");
     const auto merge = merges.first().first().value<protocol::MergeEvent>();
     QVERIFY(merge.manual);
     QVERIFY(merge.from != merge.to);
