@@ -127,7 +127,6 @@ void FramedConnection::handleHandshake(const Frame &frame)
 {
     using namespace handshake;
     if (m_role == Role::Controller && frame.type == MessageType::Hello && m_agentNonce.isEmpty()) {
-        m_peerHello = frame.body;
         m_agentNonce = frame.body.value("nonce").toByteArray();
         if (frame.body.value("version").toInteger() != kProtocolVersion || m_agentNonce.size() != kNonceSize)
             return fail(QStringLiteral("%1 is not a compatible dlion-agent").arg(peerName()));

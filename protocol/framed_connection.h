@@ -34,7 +34,6 @@ public:
 
     State state() const { return m_state; }
     QString peerName() const;
-    QCborMap peerHello() const { return m_peerHello; }
 
 Q_SIGNALS:
     void ready();
@@ -54,7 +53,6 @@ private:
     State m_state = State::Handshaking;
     QByteArray m_agentNonce;
     QByteArray m_controllerNonce;
-    QCborMap m_peerHello;
     QTimer m_handshakeTimer;
 };
 

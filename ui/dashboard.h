@@ -41,7 +41,6 @@ public:
 
     // Plots refresh at `hz` (0: only when refresh() is called).
     void setRefreshRate(int hz);
-    int refreshRate() const { return m_hz; }
     // Pulls new telemetry and replots what changed; returns the number of
     // plots replotted. The refresh timer calls it.
     int refresh();
