@@ -147,7 +147,7 @@ double LinkEmulator::transferSeconds(int from, int to, double bytes, double t) c
     if (from == to)
         return 0;
     const double cap = capMbps(from, to, t);
-    return m_latencyS + (cap > 0 ? bytes * 8.0 / (cap * 1e6) : 0.0);
+    return m_latencyS + (cap > 0 ? bytes * kWireOverhead * 8.0 / (cap * 1e6) : 0.0);
 }
 
 double LinkEmulator::allreduceSeconds(double bytes, double t) const

@@ -52,8 +52,13 @@ public:
     // Cap of link i -> j (ranks) at training time t (0 = uncapped).
     double capMbps(int from, int to, double t) const;
     double latencyS() const { return m_latencyS; }
-    // Seconds for `bytes` to arrive over link i -> j at time t: latency
-    // plus bytes / cap (no bandwidth term when uncapped).
+    // A cap is the link's line rate, as tc shapes it: TCP/IP over Ethernet
+    // carries 1448 payload bytes in a 1514-byte frame (MTU 1500, TCP
+    // timestamps on). Without it the emulator ran about 10% faster than tc
+    // links (docs/benchmarks.md, emulator calibration).
+    static constexpr double kWireOverhead = 1514.0 / 1448.0;
+    // Seconds for `bytes` of payload to arrive over link i -> j at time t:
+    // latency plus framed bytes / cap (no bandwidth term when uncapped).
     double transferSeconds(int from, int to, double bytes, double t) const;
     // What a collective of `bytes` per rank costs on the current group's
     // links, as Gloo runs it: a ring all-reduce takes 2(n-1) steps, each

@@ -160,7 +160,7 @@ torch::Tensor Mailbox::streamWithin(int peer, Outgoing &m, Clock::time_point sta
     const LinkEmulator::PacerScope network;
     const double mbps = m_emulator.capMbps(m_rank, peer, m.t);
     const double left = std::chrono::duration<double>(m.queued + seconds(m.deadlineS) - start).count();
-    const double carried = mbps > 0 ? std::max(0.0, left) * mbps * 1e6 / 8 : 0;
+    const double carried = mbps > 0 ? std::max(0.0, left) * mbps * 1e6 / 8 / LinkEmulator::kWireOverhead : 0;
     if (mbps <= 0 || double(m.gradient.wireBytes()) + kHeaderBytes <= carried)
         return sparse_codec::encode(m.gradient);
     // An entry costs 8 bytes (index + value).

@@ -267,9 +267,9 @@ void TestDlionMath::linkPresetsMatricesAndSchedules()
         }
     }
     QCOMPARE(rates, (std::set<double>{10, 20, 40}));
-    // 1 MB over 40 Mbit/s = 0.2 s, plus latency.
+    // 1 MB over 40 Mbit/s = 0.2 s in Ethernet frames, plus latency.
     LinkEmulator lan(QJsonObject{{"links", "wan"}, {"latency_ms", 10}}, 2);
-    QVERIFY(std::abs(lan.transferSeconds(0, 1, 1e6, 0) - 0.21) < 1e-9);
+    QVERIFY(std::abs(lan.transferSeconds(0, 1, 1e6, 0) - (0.2 * 1514 / 1448 + 0.01)) < 1e-9);
     QVERIFY(!LinkEmulator(QJsonObject{}, 3).capped());
 
     const QJsonObject sched{{"links", QJsonArray{QJsonArray{0, 100}, QJsonArray{50, 0}}},
@@ -455,8 +455,8 @@ void TestDlionMath::cutLinkCarriesWhatFitsAndIsMeasured()
         Mailbox mailbox(comm, emulator);
         const int peer = 1 - r;
         // 1000 entries of magnitude 1..1000 against a 2 s deadline: the link
-        // carries 248 bytes, the 56-byte header, the payload's 16 and the
-        // 22 largest entries of 8 bytes.
+        // carries 250 bytes in frames, 239 of payload: the 56-byte header,
+        // the payload's 16 and the 20 largest entries of 8 bytes.
         SparseGradient g;
         g.length = 1000;
         g.indices = torch::arange(1000, torch::kLong);
@@ -497,14 +497,14 @@ void TestDlionMath::cutLinkCarriesWhatFitsAndIsMeasured()
     for (int r = 0; r < 2; ++r) {
         // The empty payload cost its header only; Bye's header counts too.
         QCOMPARE(emptyWords[r], std::int64_t(0));
-        QCOMPARE(wireBytes[r], std::int64_t(248 + 56 + 56));
+        QCOMPARE(wireBytes[r], std::int64_t(232 + 56 + 56));
         // The largest entries went first; the rest came back, none lost.
-        QCOMPARE(arrived[r], std::int64_t(22));
-        QCOMPARE(left[r], std::int64_t(978));
-        QCOMPARE(smallestSent[r], 979.0);
-        QCOMPARE(largestLeft[r], 978.0);
+        QCOMPARE(arrived[r], std::int64_t(20));
+        QCOMPARE(left[r], std::int64_t(980));
+        QCOMPARE(smallestSent[r], 981.0);
+        QCOMPARE(largestLeft[r], 980.0);
         QCOMPARE(received[r] + leftSum[r], 500500.0);
-        // 248 bytes are far below a probe, but took about 2 s: the link is measured.
+        // 232 bytes are far below a probe, but took about 2 s: the link is measured.
         QVERIFY2(estimate[r] > 110 && estimate[r] < 135, qPrintable(QString::number(estimate[r])));
     }
 }
