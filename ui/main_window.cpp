@@ -357,29 +357,46 @@ std::optional<core::JobRequest> MainWindow::validate()
     return request;
 }
 
-void MainWindow::start()
+std::optional<core::JobRequest> MainWindow::beginRun(const QString &where)
 {
     if (m_controller.isActive())
-        return;
-    const auto request = validate();
+        return std::nullopt;
+    auto request = validate();
     if (!request) {
         log(tr("Not started: %1").arg(m_problem));
-        return;
+        return std::nullopt;
     }
-    const int n = request->workers;
     const bool local = m_cluster->mode() == ClusterPage::Mode::Local;
-    resetViews(n, local ? m_cluster->localForm()->capMatrix() : QList<QList<double>>());
+    resetViews(request->workers, local ? m_cluster->localForm()->capMatrix() : QList<QList<double>>());
     log(tr("Starting a %1 run on %2 %3 workers (%4 on %5).")
             .arg(request->spec.strategy)
-            .arg(n)
-            .arg(local ? tr("local") : tr("remote"))
+            .arg(request->workers)
+            .arg(where)
             .arg(request->spec.model, request->spec.dataset));
+    return request;
+}
+
+void MainWindow::start()
+{
+    const bool local = m_cluster->mode() == ClusterPage::Mode::Local;
+    const auto request = beginRun(local ? tr("local") : tr("remote"));
+    if (!request)
+        return;
     if (local) {
         m_controller.startLocal(*request, m_cluster->localForm()->graceS());
     } else {
         QString error;
         m_controller.startRemote(*request, *clusterSpec(&error));
     }
+    showPage(Page::Dashboard);
+}
+
+void MainWindow::startOnAgents(const QList<core::AgentEndpoint> &agents, const QByteArray &secret)
+{
+    const auto request = beginRun(tr("hand-started"));
+    if (!request)
+        return;
+    m_controller.startOnAgents(*request, agents, secret);
     showPage(Page::Dashboard);
 }
 

@@ -55,6 +55,10 @@ public:
     QAction *attachAction() const { return m_attach; }
     // Takes over the run in `runDir` (its attach.json) and shows it live.
     void attachToRun(const QString &runDir);
+    // Runs the set-up job on agents that already listen, started by hand
+    // with `secret`, one worker per agent (the setup's worker count must
+    // match), and shows it live like any run.
+    void startOnAgents(const QList<core::AgentEndpoint> &agents, const QByteArray &secret);
     QString statusText() const;
     // Writes a stored run's report to `path` (format from its extension:
     // .html, .pdf, .json, else a CSV folder); returns the error or empty.
@@ -71,6 +75,9 @@ private:
     void buildDocks();
     QWidget *buildJobPage();
     void start();
+    // The checked request with the views reset for it (nullopt, logged, when
+    // a run is active or the setup is invalid); `where` names the workers.
+    std::optional<core::JobRequest> beginRun(const QString &where);
     void chooseRunToAttach();
     // Dashboard, workers and live controls for a run of `workers`.
     void resetViews(int workers, const QList<QList<double>> &caps);

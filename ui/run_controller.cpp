@@ -39,6 +39,16 @@ void RunController::startLocal(const core::JobRequest &request, int graceS)
     m_launcher.startLocal(request, options);
 }
 
+void RunController::startOnAgents(const core::JobRequest &request, const QList<core::AgentEndpoint> &agents,
+                                  const QByteArray &secret)
+{
+    if (isActive() || m_check)
+        return;
+    m_paused = false;
+    Q_EMIT message(tr("Connecting to %1 running agents…").arg(agents.size()));
+    m_launcher.startOnAgents(request, agents, secret, {});
+}
+
 std::unique_ptr<core::Deployer> RunController::makeDeployer(const core::ClusterSpec &cluster)
 {
     auto d = std::make_unique<core::Deployer>(cluster);

@@ -30,6 +30,9 @@ public:
     // agents train on that long without a control center, and the run can
     // be taken over from its folder (attachTo).
     void startLocal(const core::JobRequest &request, int graceS = 0);
+    // Runs the job on agents that already listen, started by hand with
+    // `secret` (core::RunLauncher::startOnAgents); they stay up afterwards.
+    void startOnAgents(const core::JobRequest &request, const QList<core::AgentEndpoint> &agents, const QByteArray &secret);
     // Takes over the run whose folder holds an attach.json, left by a
     // control center that went away: same stored run, same controls.
     void attachTo(const QString &runDir);

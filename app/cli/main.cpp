@@ -121,6 +121,13 @@ int main(int argc, char **argv)
         return dlion::cli::tagCommand(args);
     if (command == QLatin1String("note"))
         return dlion::cli::noteCommand(args);
+#ifndef DLION_HAVE_REPORTS
+    if (command == QLatin1String("report") || command == QLatin1String("compare")) {
+        err << "dlion: \"" << command << "\" is not in this build: it was built with DLION_BUILD_GUI=OFF, and reports "
+               "draw their plots with Qt Widgets; use a dlion built with the GUI on the same run store\n";
+        return 2;
+    }
+#endif
     err << "dlion: unknown command \"" << command << "\"\n\n" << kCommands << "\n";
     return 2;
 }

@@ -63,7 +63,7 @@ void RunLauncher::startLocal(const JobRequest &request, const Options &options)
         return;
     if (LocalCluster::agentProgram().isEmpty())
         return fail(tr("dlion-agent was not found next to this program or on PATH; build it or set DLION_AGENT."));
-    if (!prepare(request, options))
+    if (!prepare(request, options, protocol::handshake::makeSecret()))
         return;
     recordAs(localClusterInfo(request.workers));
     m_cluster = std::make_unique<LocalCluster>();
@@ -82,7 +82,7 @@ void RunLauncher::startLocal(const JobRequest &request, const Options &options)
 void RunLauncher::startRemote(const JobRequest &request, std::unique_ptr<Deployer> deployer, const QString &clusterFile,
                               const Options &options)
 {
-    if (isActive() || !prepare(request, options))
+    if (isActive() || !prepare(request, options, protocol::handshake::makeSecret()))
         return;
     m_deployer = std::move(deployer);
     recordAs(sshClusterInfo(m_deployer->cluster(), clusterFile));
@@ -96,12 +96,32 @@ void RunLauncher::startRemote(const JobRequest &request, std::unique_ptr<Deploye
     m_deployer->deploy(m_secret);
 }
 
+void RunLauncher::startOnAgents(const JobRequest &request, const QList<AgentEndpoint> &agents, const QByteArray &secret,
+                                const Options &options)
+{
+    if (isActive())
+        return;
+    if (agents.size() != request.workers)
+        return fail(tr("The job is for %1 workers but %2 agents were given; give one agent per worker.")
+                        .arg(request.workers).arg(agents.size()));
+    if (secret.size() < protocol::handshake::kMinSecretSize)
+        return fail(tr("The run secret has %1 characters; agents require at least %2 (make one with: openssl rand -hex 32).")
+                        .arg(secret.size()).arg(protocol::handshake::kMinSecretSize));
+    if (!prepare(request, options, secret))
+        return;
+    m_handStarted = true;
+    recordAs(agentsClusterInfo(agents));
+    const QString rank0 = agents.value(0).host;
+    startSession(agents, rank0, rendezvousPort(0, rank0), 0);
+}
+
 void RunLauncher::resetFor(const JobRequest &request, const QByteArray &secret, const Options &options)
 {
     m_request = request;
     m_secret = secret;
     m_options = options;
     m_released = false;
+    m_handStarted = false;
     m_cancelled = false;
     m_attachPoint.reset();
     m_takenOverCluster.clear();
@@ -110,9 +130,9 @@ void RunLauncher::resetFor(const JobRequest &request, const QByteArray &secret, 
     m_modelPath.clear();
 }
 
-bool RunLauncher::prepare(const JobRequest &request, const Options &options)
+bool RunLauncher::prepare(const JobRequest &request, const Options &options, const QByteArray &secret)
 {
-    resetFor(request, protocol::handshake::makeSecret(), options);
+    resetFor(request, secret, options);
     QString error;
     const auto dir = createRunDir(options.runDir, request.spec.strategy, &error);
     if (!dir) {
@@ -311,8 +331,10 @@ void RunLauncher::releaseAgents()
     if (m_released)
         return;
     m_released = true;
-    // Agents told to shut down exit on their own (taken-over ones too).
-    m_session.shutdownAgents();
+    // Agents told to shut down exit on their own (taken-over ones too);
+    // hand-started ones wait for the next job.
+    if (!m_handStarted)
+        m_session.shutdownAgents();
     m_rejoin.reset();
     if (m_cluster) {
         // Whatever still runs after a grace period is killed when the

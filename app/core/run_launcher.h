@@ -56,6 +56,12 @@ public:
     // `clusterFile` is recorded with the run when the hosts came from one.
     void startRemote(const JobRequest &request, std::unique_ptr<Deployer> deployer, const QString &clusterFile,
                      const Options &options);
+    // Runs the job on agents that already listen, started by hand with
+    // `secret` (dlion-agent --listen HOST:PORT --secret-file FILE), one
+    // worker per endpoint in rank order. They are not ours: they are not
+    // told to exit when the run ends, so they can take the next job.
+    void startOnAgents(const JobRequest &request, const QList<AgentEndpoint> &agents, const QByteArray &secret,
+                       const Options &options);
     // Takes over the run whose folder holds an attach.json: same stored
     // run, same controls.
     void attach(const QString &runDir);
@@ -109,7 +115,7 @@ private:
     // Fresh state for the next run, started or taken over.
     void resetFor(const JobRequest &request, const QByteArray &secret, const Options &options);
     // What every start shares: fresh state, the run folder, the store.
-    bool prepare(const JobRequest &request, const Options &options);
+    bool prepare(const JobRequest &request, const Options &options, const QByteArray &secret);
     // Opens the store at `path` (if not open there) and records the session into it.
     bool openStore(const QString &path);
     void recordAs(const QJsonObject &cluster);
@@ -143,6 +149,7 @@ private:
     Options m_options;
     Phase m_phase = Phase::Idle;
     bool m_released = true;    // the agents are told to go, or left running: not ours to stop
+    bool m_handStarted = false;  // startOnAgents: the agents stay up after the run
     bool m_cancelled = false;  // stop() while the deployment still works
 };
 

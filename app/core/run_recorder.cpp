@@ -30,6 +30,14 @@ QJsonObject sshClusterInfo(const ClusterSpec &spec, const QString &file)
     return info;
 }
 
+QJsonObject agentsClusterInfo(const QList<AgentEndpoint> &agents)
+{
+    QJsonArray endpoints;
+    for (const AgentEndpoint &a : agents)
+        endpoints.append(QStringLiteral("%1:%2").arg(a.host).arg(a.port));
+    return QJsonObject{{"kind", "agents"}, {"workers", int(agents.size())}, {"agents", endpoints}};
+}
+
 RunRecorder::RunRecorder(RunStore *store, QObject *parent) : QObject(parent), m_store(store)
 {
     m_timer.setInterval(1000);

@@ -1,5 +1,6 @@
 #pragma once
 
+#include "agent_endpoint.h"
 #include "run_data.h"
 #include "run_store.h"
 
@@ -15,9 +16,11 @@ struct ClusterSpec;
 // What a stored run records as its cluster: where it ran, no credentials.
 // Local: kind, workers, host. SSH: kind, name, workers, hosts (objects with
 // name, address, port, user and slowdown when set) and the cluster file
-// when the hosts came from one.
+// when the hosts came from one. Agents started by hand: kind, workers,
+// agents ("HOST:PORT" in rank order).
 QJsonObject localClusterInfo(int workers);
 QJsonObject sshClusterInfo(const ClusterSpec &spec, const QString &file);
+QJsonObject agentsClusterInfo(const QList<AgentEndpoint> &agents);
 
 // Writes a run into the RunStore while it happens.
 //

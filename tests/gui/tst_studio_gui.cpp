@@ -4,7 +4,9 @@
 // lose an agent without the window freezing, close the window with the run
 // left training and take it over in a new one; the same job started from the
 // GUI and from dlion run is stored alike. Screenshots go to
-// <build>/artifacts/.
+// <build>/artifacts/. The integration test of the window; tst_studio_fake
+// covers the same controls against FakeAgents. Slots run in order share one
+// run; a slot run alone sets up and starts what it needs.
 #include "../integration/child_processes.h"
 
 #include <attach_file.h>
@@ -71,12 +73,16 @@ private:
     void typeInto(QAbstractSpinBox *spin, const QString &text);
     void selectData(const char *comboName, const QString &data);
     void screenshot(const QString &name);
-    // Fails at once (instead of a chain of timeouts) when the run died.
+    // The 3-worker local setup and job every run here uses (once per window).
+    void setUp();
+    // Fails at once (instead of a chain of timeouts) when the run died; a
+    // slot run alone (no run started yet) starts one instead.
     void requireRunning();
 
     std::unique_ptr<ui::MainWindow> m_window;
     QString m_strategy;
     QTemporaryDir m_checkpoints;
+    bool m_setUp = false;
 };
 
 void TestStudioGui::initTestCase()
@@ -129,13 +135,24 @@ void TestStudioGui::screenshot(const QString &name)
 
 void TestStudioGui::requireRunning()
 {
+    if (m_window->controller()->phase() == Phase::Idle) {
+        setUp();
+        click(m_window->startAction());
+        // Long enough for a checkpoint (every second) and a few evaluations.
+        const core::RunData &data = m_window->controller()->session().data();
+        QTRY_VERIFY_WITH_TIMEOUT(m_window->controller()->phase() == Phase::Running && data.lastRound(0) && data.lastRound(0)->t > 3,
+                                 60000);
+    }
     QVERIFY2(m_window->controller()->phase() == Phase::Running,
              qPrintable(QStringLiteral("the run is not running: %1; log: %2")
                             .arg(m_window->statusText(), m_window->findChild<QPlainTextEdit *>(QStringLiteral("log"))->toPlainText())));
 }
 
-void TestStudioGui::setupFlowMarksInvalidFields()
+void TestStudioGui::setUp()
 {
+    if (m_setUp)
+        return;
+    m_setUp = true;
     m_window->showPage(ui::MainWindow::Page::Cluster);
     auto *local = child<QRadioButton>("modeLocal");
     QTest::mouseClick(local, Qt::LeftButton, {}, QPoint(8, local->height() / 2));  // on the indicator
@@ -161,7 +178,14 @@ void TestStudioGui::setupFlowMarksInvalidFields()
     QTest::keyClicks(child<QLineEdit>("checkpoint.dir"), m_checkpoints.path());
     typeInto(child<QDoubleSpinBox>("checkpoint.interval_s"), QStringLiteral("1"));
     QCOMPARE(m_window->jobEditor()->job().value("checkpoint").toObject().value("dir").toString(), m_checkpoints.path());
+    typeInto(child<QDoubleSpinBox>("budget.seconds"), QStringLiteral("300"));
+}
 
+void TestStudioGui::setupFlowMarksInvalidFields()
+{
+    setUp();
+    m_window->showPage(ui::MainWindow::Page::Job);
+    auto *slowdown = child<QTableWidget>("slowdown");
     // No budget at all: the budget inputs are marked and Start is refused.
     typeInto(child<QDoubleSpinBox>("budget.seconds"), QStringLiteral("0"));
     QVERIFY(ui::FieldMarker::isMarked(child<QDoubleSpinBox>("budget.seconds")));
@@ -187,6 +211,7 @@ void TestStudioGui::setupFlowMarksInvalidFields()
 
 void TestStudioGui::runShowsLiveTelemetry()
 {
+    setUp();
     click(m_window->startAction());
     ui::RunController *run = m_window->controller();
     QTRY_VERIFY_WITH_TIMEOUT(run->phase() == Phase::Running, 60000);
@@ -319,6 +344,7 @@ void TestStudioGui::darkPaletteRethemesThePlots()
 
 void TestStudioGui::lostWorkerRegroupsAndRestarts()
 {
+    setUp();
     click(m_window->startAction());
     ui::RunController *run = m_window->controller();
     const core::RunSession &session = run->session();
@@ -364,6 +390,7 @@ void TestStudioGui::closedWindowLeavesTheRunToTakeOver()
     QVERIFY2(log().contains("attach.json is missing"), qPrintable(log()));
     QVERIFY(m_window->startAction()->isEnabled());
 
+    setUp();
     typeInto(child<QSpinBox>("grace"), QStringLiteral("60"));
     click(m_window->startAction());
     ui::RunController *run = m_window->controller();
