@@ -54,16 +54,17 @@ std::string list(const torch::ExpandingArray<2> &a)
 // calls into its layers).
 std::string layerForward(const torch::nn::Module &layer)
 {
-    if (dynamic_cast<const torch::nn::LinearImpl *>(&layer))
-        return "def forward(self, x):\n    return torch.linear(x, self.weight, self.bias)\n";
+    // A layer without a bias has no such attribute: None stands in.
+    auto bias = [](bool has) { return std::string(has ? "self.bias" : "None"); };
+    if (const auto *linear = dynamic_cast<const torch::nn::LinearImpl *>(&layer))
+        return "def forward(self, x):\n    return torch.linear(x, self.weight, " + bias(linear->options.bias()) + ")\n";
     if (const auto *conv = dynamic_cast<const torch::nn::Conv2dImpl *>(&layer)) {
         const auto &o = conv->options;
         const auto *padding = c10::get_if<torch::ExpandingArray<2>>(&o.padding());
         if (!padding || !c10::get_if<torch::enumtype::kZeros>(&o.padding_mode()))
             throw EngineError("a Conv2d layer pads in a way the TorchScript export does not translate");
-        return "def forward(self, x):\n    return torch.conv2d(x, self.weight, " + std::string(o.bias() ? "self.bias" : "None")
-            + ", " + list(o.stride()) + ", " + list(*padding) + ", " + list(o.dilation()) + ", "
-            + std::to_string(o.groups()) + ")\n";
+        return "def forward(self, x):\n    return torch.conv2d(x, self.weight, " + bias(o.bias()) + ", " + list(o.stride())
+            + ", " + list(*padding) + ", " + list(o.dilation()) + ", " + std::to_string(o.groups()) + ")\n";
     }
     if (const auto *bn = dynamic_cast<const torch::nn::BatchNorm2dImpl *>(&layer)) {
         const auto &o = bn->options;

@@ -92,11 +92,12 @@ int exportCommand(const QStringList &args)
         stdErr() << "dlion export: " << error << "\n";
         return 1;
     }
+    // A run recorded before built-in models came back as TorchScript has
+    // only the state_dict, under "sha256".
     const QCborMap info = run->data.finalModelInfo();
+    const QString hash = info.value(QStringLiteral("state_dict_sha256")).toString();
     stdOut() << "wrote " << parser.value("output") << " (" << (stateDict ? "state_dict" : "torchscript") << ", sha256 "
-             << info.value(stateDict && info.contains(QStringLiteral("state_dict_sha256")) ? "state_dict_sha256" : "sha256")
-                    .toString()
-             << ")\n";
+             << (stateDict && !hash.isEmpty() ? hash : info.value(QStringLiteral("sha256")).toString()) << ")\n";
     return 0;
 }
 

@@ -50,6 +50,24 @@ bool runPair(test::LocalRun &run, const protocol::JobSpec &job)
     return run.start(job, 2) && run.waitFinished(120000) && run.ok;
 }
 
+// `job` evaluated every second for 100 rounds on two agents: true when it
+// finished well.
+bool runModelPair(test::LocalRun &run, protocol::JobSpec job)
+{
+    job.evalIntervalS = 1;
+    job.budget.maxRounds = 100;
+    return runPair(run, job);
+}
+
+// A final model's input_shape.
+QList<qint64> inputShape(const QCborMap &info)
+{
+    QList<qint64> shape;
+    for (const QCborValue &v : info.value("input_shape").toArray())
+        shape << v.toInteger();
+    return shape;
+}
+
 double meanShare(const core::RunData &d, int worker)
 {
     double sum = 0;
@@ -244,18 +262,12 @@ void TestStrategies::userModelTrainsAndComesBack()
     QVERIFY2(!source.isEmpty(), qPrintable(error));
     static const double untrained = pythonAccuracy(source, kPairEvalSamples);
     QVERIFY(untrained >= 0);
-    protocol::JobSpec job = pairJob(strategy, source, options);
-    job.evalIntervalS = 1;
-    job.budget.maxRounds = 100;
     test::LocalRun run;
-    QVERIFY2(runPair(run, job), qPrintable(run.message));
+    QVERIFY2(runModelPair(run, pairJob(strategy, source, options)), qPrintable(run.message));
     const core::RunData &d = run.session->data();
     const QCborMap info = d.finalModelInfo();
     QCOMPARE(info.value("format").toString(), QString("torchscript"));
-    QList<qint64> shape;
-    for (const QCborValue &v : info.value("input_shape").toArray())
-        shape << v.toInteger();
-    QCOMPARE(shape, (QList<qint64>{1, 28, 28}));
+    QCOMPARE(inputShape(info), (QList<qint64>{1, 28, 28}));
     QVERIFY(info.value("parameters").toInteger() > 0);
     QCOMPARE(info.value("sha256").toString().toLatin1(), QCryptographicHash::hash(d.finalModel(), QCryptographicHash::Sha256).toHex());
     const double reported = info.value("accuracy").toDouble();
@@ -276,11 +288,8 @@ void TestStrategies::builtinModelComesBackAsTorchScriptAndStateDict()
     // state_dict (model_state_dict.pt) with the module's keys and values.
     if (test::pythonWithTorch().isEmpty())
         QSKIP("/usr/bin/python3 has no torch");
-    protocol::JobSpec job = pairJob("allreduce", "lenet5", {});
-    job.evalIntervalS = 1;
-    job.budget.maxRounds = 100;
     test::LocalRun run;
-    QVERIFY2(runPair(run, job), qPrintable(run.message));
+    QVERIFY2(runModelPair(run, pairJob("allreduce", "lenet5", {})), qPrintable(run.message));
     const core::RunData &d = run.session->data();
     const QCborMap info = d.finalModelInfo();
     QCOMPARE(info.value("format").toString(), QString("torchscript"));
@@ -318,11 +327,10 @@ void TestStrategies::userModelTrainsOnTabularData()
     test::OwnCsvData{{200, 200, 200}}.write(dir.filePath("data"));
     const QString model = dir.filePath("tabular.pt");
     QString error;
-    QVERIFY2(test::runPython({"-c", QStringLiteral("import torch\nclass M(torch.nn.Module):\n"
-                                                   "    def __init__(self):\n        super().__init__()\n"
-                                                   "        self.a = torch.nn.Linear(2, 16)\n        self.b = torch.nn.Linear(16, 3)\n"
-                                                   "    def forward(self, x):\n        return self.b(torch.relu(self.a(x)))\n"
-                                                   "torch.manual_seed(0)\ntorch.jit.script(M()).save('%1')").arg(model)},
+    QVERIFY2(test::runPython({"-c", QStringLiteral("import torch\nfrom torch import nn\ntorch.manual_seed(0)\n"
+                                                   "torch.jit.script(nn.Sequential(nn.Linear(2, 16), nn.ReLU(), nn.Linear(16, 3)))"
+                                                   ".save('%1')")
+                                                .arg(model)},
                              &error),
              qPrintable(error));
     protocol::JobSpec job;
@@ -346,10 +354,7 @@ void TestStrategies::userModelTrainsOnTabularData()
     const double first = meanLoss(0, 10), last = meanLoss(70, 10);
     QVERIFY2(last < 0.5 * first, qPrintable(QString("loss %1 -> %2").arg(first).arg(last)));
     QVERIFY2(d.lastGlobalEval()->globalAccuracy >= 0.8, qPrintable(QString::number(d.lastGlobalEval()->globalAccuracy)));
-    QList<qint64> shape;
-    for (const QCborValue &v : d.finalModelInfo().value("input_shape").toArray())
-        shape << v.toInteger();
-    QCOMPARE(shape, QList<qint64>{2});  // rows of two features
+    QCOMPARE(inputShape(d.finalModelInfo()), QList<qint64>{2});  // rows of two features
 }
 
 void TestStrategies::badUserModelFailsBeforeTraining()
