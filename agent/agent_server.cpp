@@ -397,18 +397,24 @@ void AgentServer::addFinalModel(const engine::FinalModel &model)
     QCborArray shape;
     for (std::int64_t d : model.inputShape)
         shape.append(qint64(d));
-    m_finished.insert(QStringLiteral("model_info"), QCborMap{{"format", model.format},
-                                                             {"sha256", QString::fromLatin1(model.sha256)},
-                                                             {"parameters", model.parameters},
-                                                             {"input_shape", shape},
-                                                             {"accuracy", model.accuracy}});
+    QCborMap info{{"format", "torchscript"},
+                  {"sha256", QString::fromLatin1(model.sha256)},
+                  {"parameters", model.parameters},
+                  {"input_shape", shape},
+                  {"accuracy", model.accuracy}};
+    if (!model.stateDict.isEmpty())
+        info.insert(QStringLiteral("state_dict_sha256"), QString::fromLatin1(model.stateDictSha256));
+    m_finished.insert(QStringLiteral("model_info"), info);
     // The frame limit bounds what the control plane carries; a larger
     // model is described but not sent.
-    if (model.bytes.size() > kMaxModelBytes)
-        qCWarning(lcAgent) << "the final model (" << model.bytes.size() << "bytes) exceeds" << kMaxModelBytes
-                           << "bytes and is not sent to the controller";
-    else
-        m_finished.insert(QStringLiteral("model"), model.bytes);
+    if (model.bytes.size() + model.stateDict.size() > kMaxModelBytes) {
+        qCWarning(lcAgent) << "the final model (" << model.bytes.size() + model.stateDict.size() << "bytes) exceeds"
+                           << kMaxModelBytes << "bytes and is not sent to the controller";
+        return;
+    }
+    m_finished.insert(QStringLiteral("model"), model.bytes);
+    if (!model.stateDict.isEmpty())
+        m_finished.insert(QStringLiteral("model_state_dict"), model.stateDict);
 }
 
 void AgentServer::onJobFinished(bool ok, const QString &message, const engine::WorkerResult &result)

@@ -36,7 +36,8 @@ int exportCheckpoint(const QCommandLineParser &parser)
     spec.dataset = parser.value("dataset");
     spec.dataDir = parser.value("data-dir");
     try {
-        const std::string bytes = dlion::engine::exportCheckpoint(parser.value("export-checkpoint"), spec);
+        const std::string bytes = dlion::engine::exportCheckpoint(parser.value("export-checkpoint"), spec,
+                                                                  parser.isSet("state-dict"));
         QString error;
         if (!dlion::files::writeAtomically(output, QByteArray(bytes.data(), qsizetype(bytes.size())), &error))
             return fail(error, 1);
@@ -78,6 +79,7 @@ int main(int argc, char **argv)
     parser.addOption({"dataset", "With --export-checkpoint: the dataset it was trained on.", "NAME", "fashion-mnist"});
     parser.addOption({"data-dir", "With --export-checkpoint: the dataset's folder.", "DIR"});
     parser.addOption({"output", "With --export-checkpoint: the file to write.", "FILE"});
+    parser.addOption({"state-dict", "With --export-checkpoint: write a built-in model's state_dict, not TorchScript."});
     if (int code = 0; !dlion::cmdline::parse(page, parser, app.arguments(), &code))
         return code;
     if (parser.isSet("export-checkpoint"))

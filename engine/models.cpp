@@ -29,6 +29,14 @@ public:
         x = torch::relu(m_fc2(x));
         return m_fc3(x);
     }
+    std::string scriptForward() const override
+    {
+        return "def forward(self, x):\n"
+               "    x = x.flatten(1)\n"
+               "    x = torch.relu(self.fc1.forward(x))\n"
+               "    x = torch.relu(self.fc2.forward(x))\n"
+               "    return self.fc3.forward(x)\n";
+    }
 
 private:
     torch::nn::Linear m_fc1, m_fc2, m_fc3;
@@ -52,6 +60,15 @@ public:
         x = torch::relu(m_fc2(x));
         return m_fc3(x);
     }
+    std::string scriptForward() const override
+    {
+        return "def forward(self, x):\n"
+               "    x = torch.max_pool2d(torch.relu(self.conv1.forward(x)), [2, 2])\n"
+               "    x = torch.max_pool2d(torch.relu(self.conv2.forward(x)), [2, 2])\n"
+               "    x = torch.relu(self.fc1.forward(x.flatten(1)))\n"
+               "    x = torch.relu(self.fc2.forward(x))\n"
+               "    return self.fc3.forward(x)\n";
+    }
 
 private:
     torch::Tensor features(torch::Tensor x)
@@ -64,6 +81,12 @@ private:
     torch::nn::Linear m_fc1{nullptr}, m_fc2{nullptr}, m_fc3{nullptr};
 };
 
+// Layer `i` of Cnn's body in its TorchScript forward.
+std::string bodyLayer(std::size_t i)
+{
+    return "getattr(self.body, \"" + std::to_string(i) + "\")";
+}
+
 class Cnn : public Model {
 public:
     Cnn(int channels, int height, int width, int classes)
@@ -71,13 +94,16 @@ public:
         int in = channels;
         for (int out : {32, 64, 128}) {
             for (int rep = 0; rep < 2; ++rep) {
+                const std::size_t conv = m_body->size();
                 m_body->push_back(torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, 3).padding(1).bias(false)));
                 m_body->push_back(torch::nn::BatchNorm2d(out));
                 m_body->push_back(torch::nn::Functional(torch::relu));
+                m_script += "    x = torch.relu(" + bodyLayer(conv + 1) + ".forward(" + bodyLayer(conv) + ".forward(x)))\n";
                 in = out;
             }
             m_body->push_back(torch::nn::Functional(
                 [](const torch::Tensor &t) { return F::max_pool2d(t, F::MaxPool2dFuncOptions(2)); }));
+            m_script += "    x = torch.max_pool2d(x, [2, 2])\n";
         }
         register_module("body", m_body);
         const int flat = int(m_body->forward(torch::zeros({2, channels, height, width})).numel() / 2);
@@ -89,9 +115,14 @@ public:
         x = m_body->forward(x).flatten(1);
         return m_fc2(torch::relu(m_fc1(x)));
     }
+    std::string scriptForward() const override
+    {
+        return "def forward(self, x):\n" + m_script + "    return self.fc2.forward(torch.relu(self.fc1.forward(x.flatten(1))))\n";
+    }
 
 private:
     torch::nn::Sequential m_body;
+    std::string m_script;  // the body's part of scriptForward(), built with it
     torch::nn::Linear m_fc1{nullptr}, m_fc2{nullptr};
 };
 
@@ -102,10 +133,17 @@ bool isModelFile(const std::string &name)
     return name.size() > 3 && name.compare(name.size() - 3, 3, ".pt") == 0;
 }
 
+std::vector<std::int64_t> sampleShape(int channels, int height, int width)
+{
+    if (channels == 1 && height == 1)
+        return {width};
+    return {channels, height, width};
+}
+
 std::shared_ptr<Model> makeModel(const std::string &name, int channels, int height, int width, int classes)
 {
     if (isModelFile(name))
-        return loadScriptModel(name, channels, height, width, classes);
+        return loadScriptModel(name, sampleShape(channels, height, width), classes);
     if (name == "mlp")
         return std::make_shared<Mlp>(channels * height * width, classes);
     if (name == "lenet5")

@@ -156,9 +156,10 @@ Trainer::Trainer(const protocol::JobSpec &spec) : m_spec(spec), m_rng(spec.seed 
     for (std::int64_t c = 0; c < counts.size(0); ++c)
         m_data.histogram.append(counts[c].item<std::int64_t>());
 
-    if (train.height == 1 && spec.model != QLatin1String("mlp"))
+    if (train.height == 1 && spec.model != QLatin1String("mlp") && !isModelFile(spec.model.toStdString()))
         throw EngineError("model \"" + spec.model.toStdString() + "\" needs images; tabular data ("
-                          + own.dataset.toStdString() + " with one row of features per sample) trains with model mlp");
+                          + own.dataset.toStdString() + " with one row of features per sample) trains with model mlp "
+                          "or a TorchScript module (FILE.pt) that takes (N, features) floats");
     // Same seed on every worker: replicas start identical.
     torch::manual_seed(spec.seed);
     try {
@@ -170,7 +171,7 @@ Trainer::Trainer(const protocol::JobSpec &spec) : m_spec(spec), m_rng(spec.seed 
                           + std::to_string(train.width) + " from " + own.dataset.toStdString()
                           + " data; choose a model for that size (mlp takes any)");
     }
-    m_inputShape = {train.channels, train.height, train.width};
+    m_inputShape = sampleShape(train.channels, train.height, train.width);
     const auto params = m_model->parameters();
     const auto buffers = floatingBuffers(*m_model);
     const std::int64_t count = totalSize(params);
@@ -285,7 +286,7 @@ EvalResult Trainer::evaluateHeldOut(std::int64_t samples)
     return evaluateOn(m_heldX.narrow(0, 0, n), m_heldY.narrow(0, 0, n));
 }
 
-std::string exportCheckpoint(const QString &path, protocol::JobSpec spec)
+std::string exportCheckpoint(const QString &path, protocol::JobSpec spec, bool stateDict)
 {
     const Checkpoint c = Checkpoint::load(path);
     spec.model = c.model;
@@ -297,7 +298,14 @@ std::string exportCheckpoint(const QString &path, protocol::JobSpec spec)
                               .arg(trainer.parameterCount()).arg(trainer.bufferCount()).toStdString());
     std::memcpy(trainer.flatParams().data_ptr<float>(), c.params.data(), c.params.size() * sizeof(float));
     std::memcpy(trainer.flatBuffers().data_ptr<float>(), c.buffers.data(), c.buffers.size() * sizeof(float));
-    return trainer.model().serialized();
+    if (!stateDict)
+        return trainer.model().torchScript();
+    std::string bytes = trainer.model().stateDict();
+    if (bytes.empty())
+        throw EngineError(QStringLiteral("checkpoint %1: its model \"%2\" is a TorchScript module, which has no separate "
+                                         "state_dict; export it without --state-dict")
+                              .arg(path, c.model).toStdString());
+    return bytes;
 }
 
 } // namespace dlion::engine

@@ -64,7 +64,8 @@ public:
     std::int64_t parameterCount() const { return m_params.numel(); }
     std::int64_t bufferCount() const { return m_buffers.numel(); }
     std::int64_t stateCount() const { return m_state.numel(); }
-    // The model's input (C, H, W), from the dataset.
+    // The model's input per sample, from the dataset: (C, H, W) for
+    // images, (features) for tabular data (sampleShape).
     const std::vector<std::int64_t> &inputShape() const { return m_inputShape; }
     // FNV-1a over the parameter bytes: equal digests mean identical replicas.
     std::uint64_t parameterDigest() const;
@@ -103,10 +104,11 @@ private:
     std::mt19937_64 m_rng;
 };
 
-// The model of checkpoint `path` as Model::serialized() writes it (a
-// TorchScript module or a state_dict). `spec` names the dataset, whose
-// input shape the model needs; the model itself is the checkpoint's.
-// Throws EngineError naming the file.
-std::string exportCheckpoint(const QString &path, protocol::JobSpec spec);
+// The model of checkpoint `path` as TorchScript (Model::torchScript), or
+// with `stateDict` as a built-in model's state_dict (Model::stateDict).
+// `spec` names the dataset, whose input shape the model needs; the model
+// itself is the checkpoint's. Throws EngineError naming the file, also when
+// a TorchScript model is asked for a state_dict.
+std::string exportCheckpoint(const QString &path, protocol::JobSpec spec, bool stateDict);
 
 } // namespace dlion::engine

@@ -35,11 +35,15 @@ namespace {
 // identical replicas, scored as this one's own accuracy.
 FinalModel finalModel(Trainer &trainer, const protocol::EvalRecord &e)
 {
+    auto bytes = [](const std::string &s) { return QByteArray(s.data(), qsizetype(s.size())); };
+    auto sha256 = [](const QByteArray &b) {
+        return b.isEmpty() ? QByteArray() : QCryptographicHash::hash(b, QCryptographicHash::Sha256).toHex();
+    };
     FinalModel m;
-    const std::string bytes = trainer.model().serialized();
-    m.bytes = QByteArray(bytes.data(), qsizetype(bytes.size()));
-    m.format = QString::fromStdString(trainer.model().format());
-    m.sha256 = QCryptographicHash::hash(m.bytes, QCryptographicHash::Sha256).toHex();
+    m.stateDict = bytes(trainer.model().stateDict());
+    m.stateDictSha256 = sha256(m.stateDict);
+    m.bytes = bytes(trainer.model().torchScript());
+    m.sha256 = sha256(m.bytes);
     m.parameters = trainer.parameterCount();
     m.inputShape = trainer.inputShape();
     m.accuracy = e.final && e.consensusAccuracy > 0 ? e.consensusAccuracy : e.accuracy;

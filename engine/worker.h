@@ -45,13 +45,14 @@ struct WorkerHooks {
     std::function<void(int generation, const QString &why)> groupFailed;
 };
 
-// The model a run ends with, as the file Python loads (Model::serialized).
+// The model a run ends with, as the files Python loads.
 struct FinalModel {
-    QByteArray bytes;  // empty: this worker does not report the run's model
-    QString format;    // "torchscript" or "state_dict"
+    QByteArray bytes;  // TorchScript (Model::torchScript); empty: this worker does not report the run's model
     QByteArray sha256;  // hex, of `bytes`
+    QByteArray stateDict;  // a built-in model's state_dict (Model::stateDict); empty for a TorchScript model
+    QByteArray stateDictSha256;  // hex, of `stateDict`; empty without one
     qint64 parameters = 0;
-    std::vector<std::int64_t> inputShape;  // C, H, W
+    std::vector<std::int64_t> inputShape;  // per sample: C, H, W, or features for tabular data
     double accuracy = 0;  // on the test subset, as the run reported it
 };
 

@@ -724,24 +724,29 @@ void MainWindow::exportReportInteractively(qint64 runId)
         QMessageBox::warning(this, tr("Export failed"), error);
 }
 
-QString MainWindow::exportModel(qint64 runId, const QString &path)
+QString MainWindow::exportModel(qint64 runId, core::ModelFile which, const QString &path)
 {
     QString error;
     const auto run = storedRun(runId, &error);
-    if (!run || !core::exportFinalModel(*run, path, &error))
+    if (!run || !core::exportFinalModel(*run, which, path, &error))
         return error;
-    log(tr("Model of run #%1 exported: %2 (%3)").arg(runId).arg(path, run->data.finalModelInfo().value("format").toString()));
+    log(tr("Model of run #%1 exported: %2 (%3)")
+            .arg(runId)
+            .arg(path, which == core::ModelFile::StateDict ? QStringLiteral("state_dict") : QStringLiteral("torchscript")));
     return {};
 }
 
 void MainWindow::exportModelInteractively(qint64 runId)
 {
+    const QString script = tr("TorchScript module, torch.jit.load (*.pt)"),
+                  state = tr("state_dict of a built-in model, torch.load (*.pt)");
+    QString filter = script;
     const QString path = QFileDialog::getSaveFileName(this, tr("Export the model of run #%1").arg(runId),
                                                       QStringLiteral("run-%1-model.pt").arg(runId),
-                                                      tr("PyTorch model (*.pt)"));
+                                                      QStringList{script, state}.join(QStringLiteral(";;")), &filter);
     if (path.isEmpty())
         return;
-    const QString error = exportModel(runId, path);
+    const QString error = exportModel(runId, filter == state ? core::ModelFile::StateDict : core::ModelFile::TorchScript, path);
     if (!error.isEmpty())
         QMessageBox::warning(this, tr("Export failed"), error);
 }

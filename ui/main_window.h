@@ -2,6 +2,8 @@
 
 #include "run_controller.h"
 
+#include <model_export.h>
+
 #include <QMainWindow>
 
 #include <optional>
@@ -63,9 +65,10 @@ public:
     // Writes a stored run's report to `path` (format from its extension:
     // .html, .pdf, .json, else a CSV folder); returns the error or empty.
     QString exportReport(qint64 runId, const QString &path);
-    // File → Export trained model: run `runId`'s final model to `path`
-    // (core::exportFinalModel); returns an error message, empty on success.
-    QString exportModel(qint64 runId, const QString &path);
+    // File → Export trained model: file `which` of run `runId`'s final
+    // model to `path` (core::exportFinalModel); returns an error message,
+    // empty on success.
+    QString exportModel(qint64 runId, core::ModelFile which, const QString &path);
 
 protected:
     void closeEvent(QCloseEvent *event) override;

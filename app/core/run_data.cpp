@@ -82,11 +82,13 @@ void RunData::setOutcome(int worker, const QCborMap &outcome)
 {
     if (worker < 0 || worker >= m_outcomes.size())
         return;
-    // The model's bytes stay here; its description stays in the outcome
+    // The model's files stay here; their description stays in the outcome
     // (and so in the run store and summary.json).
     QCborMap kept = outcome;
     if (const QCborValue model = kept.take(QStringLiteral("model")); model.isByteArray())
         m_finalModel = model.toByteArray();
+    if (const QCborValue state = kept.take(QStringLiteral("model_state_dict")); state.isByteArray())
+        m_finalStateDict = state.toByteArray();
     if (kept.contains(QStringLiteral("model_info")))
         m_finalModelInfo = kept.value(QStringLiteral("model_info")).toMap();
     m_outcomes[worker] = kept;

@@ -24,7 +24,7 @@ inline constexpr const char *kEvaluationRule =
 
 // The file a run folder keeps its final model in, by the model's format:
 // model.pt (TorchScript, torch.jit.load) or model_state_dict.pt (a built-in
-// model's state_dict, torch.load).
+// model's state_dict, torch.load). A built-in model's run keeps both.
 QString finalModelFileName(const QString &format);
 
 // Everything observed during one run, in arrival order, and the summary
@@ -70,8 +70,10 @@ public:
     // which rebuilds a RunData from disk.
     const QCborMap &outcome(int worker) const { return m_outcomes[worker]; }
     // The run's final model as an agent sent it (empty: none arrived) and
-    // its description: format, sha256, parameters, input_shape, accuracy.
+    // its description: format, sha256, parameters, input_shape, accuracy,
+    // and for a built-in model state_dict_sha256 of finalStateDict().
     const QByteArray &finalModel() const { return m_finalModel; }
+    const QByteArray &finalStateDict() const { return m_finalStateDict; }
     const QCborMap &finalModelInfo() const { return m_finalModelInfo; }
     const QString &lostReason(int worker) const { return m_lost[worker]; }
     const std::optional<protocol::DataSummary> &dataSummary(int worker) const { return m_data[worker]; }
@@ -100,7 +102,7 @@ private:
     QList<std::set<std::pair<qint64, qint64>>> m_resendable;  // per worker (round, t in µs), see expectResends()
     qsizetype m_resendableEvals = 0;
     QList<QCborMap> m_outcomes;
-    QByteArray m_finalModel;
+    QByteArray m_finalModel, m_finalStateDict;
     QCborMap m_finalModelInfo;
     QStringList m_lost;
     QList<std::optional<protocol::DataSummary>> m_data;

@@ -15,10 +15,12 @@ QString finalModelText(const QJsonObject &m)
     QStringList shape;
     for (const QJsonValue &d : m.value("input_shape").toArray())
         shape << QString::number(d.toInteger());
-    return QStringLiteral("%1, %2 parameters, input %3, SHA-256 %4")
+    const QString stateDict = m.value("state_dict_sha256").toString();
+    return QStringLiteral("%1, %2 parameters, input %3, SHA-256 %4%5")
         .arg(m.value("format").toString())
         .arg(m.value("parameters").toInteger())
-        .arg(shape.join(QStringLiteral(" × ")), m.value("sha256").toString());
+        .arg(shape.join(QStringLiteral(" × ")), m.value("sha256").toString(),
+             stateDict.isEmpty() ? QString() : QStringLiteral("; state_dict SHA-256 ") + stateDict);
 }
 
 QString row(const QString &key, const QString &valueHtml)

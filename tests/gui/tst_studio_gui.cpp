@@ -303,16 +303,21 @@ void TestStudioGui::stopEndsTheRun()
     QVERIFY(!m_window->exportReport(id + 1000, out.filePath(QStringLiteral("none.html"))).isEmpty());
 
     // File → Export trained model writes the model the run ended with (the
-    // run folder keeps it; a built-in model comes as a state_dict), checked
-    // against the SHA-256 the run recorded.
-    const QString model = out.filePath(QStringLiteral("model.pt"));
-    const QString modelError = m_window->exportModel(id, model);
-    QVERIFY2(modelError.isEmpty(), qPrintable(modelError));
-    QFile exported(model);
-    QVERIFY(exported.open(QIODevice::ReadOnly));
+    // run folder keeps it; a built-in model comes as TorchScript and as a
+    // state_dict), checked against the SHA-256 the run recorded.
     const QCborMap info = run->session().data().finalModelInfo();
-    QCOMPARE(QCryptographicHash::hash(exported.readAll(), QCryptographicHash::Sha256).toHex(), info.value("sha256").toString().toLatin1());
-    QCOMPARE(info.value("format").toString(), QStringLiteral("state_dict"));
+    QCOMPARE(info.value("format").toString(), QStringLiteral("torchscript"));
+    const std::pair<core::ModelFile, const char *> files[] = {{core::ModelFile::TorchScript, "sha256"},
+                                                              {core::ModelFile::StateDict, "state_dict_sha256"}};
+    for (const auto &[which, hashKey] : files) {
+        const QString model = out.filePath(QStringLiteral("model-%1.pt").arg(hashKey));
+        const QString modelError = m_window->exportModel(id, which, model);
+        QVERIFY2(modelError.isEmpty(), qPrintable(modelError));
+        QFile exported(model);
+        QVERIFY(exported.open(QIODevice::ReadOnly));
+        QCOMPARE(QCryptographicHash::hash(exported.readAll(), QCryptographicHash::Sha256).toHex(),
+                 info.value(QLatin1String(hashKey)).toString().toLatin1());
+    }
 }
 
 void TestStudioGui::darkPaletteRethemesThePlots()

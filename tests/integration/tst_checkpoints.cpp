@@ -352,8 +352,9 @@ void TestCheckpoints::batchNormStatisticsResume()
 
 void TestCheckpoints::checkpointExportsForPytorch()
 {
-    // dlion export --checkpoint writes a built-in model's checkpoint as a
-    // state_dict that torch.load reads: its first weights are the file's.
+    // dlion export --checkpoint writes a built-in model's checkpoint as
+    // TorchScript (torch.jit.load) and, with --state-dict, as a state_dict
+    // (torch.load): the first weights of both are the file's.
     if (test::pythonWithTorch().isEmpty())
         QSKIP("/usr/bin/python3 has no torch");
     QTemporaryDir tmp;
@@ -366,16 +367,23 @@ void TestCheckpoints::checkpointExportsForPytorch()
     }
     const QString file = QDir(dir).filePath(checkpointsOf(dir, 0).last());
     const engine::Checkpoint c = engine::Checkpoint::load(file);
-    const QString out = tmp.filePath("state.pt");
+    const QString out = tmp.filePath("model.pt"), state = tmp.filePath("state.pt");
     QProcess cli;
-    cli.start(qEnvironmentVariable("DLION_CLI"), {"export", "--checkpoint", file, "-o", out});
-    QVERIFY(cli.waitForFinished(120000));
-    QVERIFY2(cli.exitCode() == 0, cli.readAllStandardError().constData());
+    for (const QStringList &options : {QStringList{"-o", out}, QStringList{"--state-dict", "-o", state}}) {
+        cli.start(qEnvironmentVariable("DLION_CLI"), QStringList{"export", "--checkpoint", file} + options);
+        QVERIFY(cli.waitForFinished(120000));
+        QVERIFY2(cli.exitCode() == 0, cli.readAllStandardError().constData());
+    }
     QString error;
-    const auto first = test::runPython({"-c", QStringLiteral("import torch\nprint(float(torch.load('%1')['fc1.weight'].flatten()[0]))").arg(out)},
+    const auto first = test::runPython({"-c", QStringLiteral("import torch\nprint(float(torch.jit.load('%1').state_dict()['fc1.weight'].flatten()[0]),"
+                                                             " float(torch.load('%2')['fc1.weight'].flatten()[0]))")
+                                                  .arg(out, state)},
                                        &error);
     QVERIFY2(first, qPrintable(error));
-    QCOMPARE(first->trimmed().toFloat(), c.params.front());
+    const QStringList weights = QString::fromLatin1(*first).split(' ', Qt::SkipEmptyParts);
+    QCOMPARE(weights.size(), 2);
+    QCOMPARE(weights[0].toFloat(), c.params.front());
+    QCOMPARE(weights[1].toFloat(), c.params.front());
     // A checkpoint of another dataset's shape is refused with the file named.
     cli.start(qEnvironmentVariable("DLION_CLI"), {"export", "--checkpoint", file, "--dataset", "shapes", "-o", out});
     QVERIFY(cli.waitForFinished(120000));

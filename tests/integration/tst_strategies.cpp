@@ -1,7 +1,9 @@
 // DLion and the baselines on real agents and real Fashion-MNIST, with the
 // emulated micro-cloud (compute slowdowns, heterogeneous WAN links).
 #include "cluster_fixture.h"
+#include "own_data_fixture.h"
 
+#include <model_export.h>
 #include <python_torch.h>
 
 #include <QCborArray>
@@ -48,6 +50,24 @@ bool runPair(test::LocalRun &run, const protocol::JobSpec &job)
     return run.start(job, 2) && run.waitFinished(120000) && run.ok;
 }
 
+// `job` evaluated every second for 100 rounds on two agents: true when it
+// finished well.
+bool runModelPair(test::LocalRun &run, protocol::JobSpec job)
+{
+    job.evalIntervalS = 1;
+    job.budget.maxRounds = 100;
+    return runPair(run, job);
+}
+
+// A final model's input_shape.
+QList<qint64> inputShape(const QCborMap &info)
+{
+    QList<qint64> shape;
+    for (const QCborValue &v : info.value("input_shape").toArray())
+        shape << v.toInteger();
+    return shape;
+}
+
 double meanShare(const core::RunData &d, int worker)
 {
     double sum = 0;
@@ -70,6 +90,8 @@ private Q_SLOTS:
     void badKnobFailsWithFieldName();
     void userModelTrainsAndComesBack_data();
     void userModelTrainsAndComesBack();
+    void builtinModelComesBackAsTorchScriptAndStateDict();
+    void userModelTrainsOnTabularData();
     void badUserModelFailsBeforeTraining();
 };
 
@@ -240,18 +262,12 @@ void TestStrategies::userModelTrainsAndComesBack()
     QVERIFY2(!source.isEmpty(), qPrintable(error));
     static const double untrained = pythonAccuracy(source, kPairEvalSamples);
     QVERIFY(untrained >= 0);
-    protocol::JobSpec job = pairJob(strategy, source, options);
-    job.evalIntervalS = 1;
-    job.budget.maxRounds = 100;
     test::LocalRun run;
-    QVERIFY2(runPair(run, job), qPrintable(run.message));
+    QVERIFY2(runModelPair(run, pairJob(strategy, source, options)), qPrintable(run.message));
     const core::RunData &d = run.session->data();
     const QCborMap info = d.finalModelInfo();
     QCOMPARE(info.value("format").toString(), QString("torchscript"));
-    QList<qint64> shape;
-    for (const QCborValue &v : info.value("input_shape").toArray())
-        shape << v.toInteger();
-    QCOMPARE(shape, (QList<qint64>{1, 28, 28}));
+    QCOMPARE(inputShape(info), (QList<qint64>{1, 28, 28}));
     QVERIFY(info.value("parameters").toInteger() > 0);
     QCOMPARE(info.value("sha256").toString().toLatin1(), QCryptographicHash::hash(d.finalModel(), QCryptographicHash::Sha256).toHex());
     const double reported = info.value("accuracy").toDouble();
@@ -263,6 +279,82 @@ void TestStrategies::userModelTrainsAndComesBack()
     f.close();
     const double scored = pythonAccuracy(trained, kPairEvalSamples);
     QVERIFY2(std::abs(scored - reported) <= 0.001, qPrintable(QString("run %1, Python %2").arg(reported).arg(scored)));
+}
+
+void TestStrategies::builtinModelComesBackAsTorchScriptAndStateDict()
+{
+    // A built-in model's run keeps its final model twice: as TorchScript
+    // (model.pt), which Python scores as the run reported, and as a
+    // state_dict (model_state_dict.pt) with the module's keys and values.
+    if (test::pythonWithTorch().isEmpty())
+        QSKIP("/usr/bin/python3 has no torch");
+    test::LocalRun run;
+    QVERIFY2(runModelPair(run, pairJob("allreduce", "lenet5", {})), qPrintable(run.message));
+    const core::RunData &d = run.session->data();
+    const QCborMap info = d.finalModelInfo();
+    QCOMPARE(info.value("format").toString(), QString("torchscript"));
+    QCOMPARE(info.value("sha256").toString().toLatin1(), QCryptographicHash::hash(d.finalModel(), QCryptographicHash::Sha256).toHex());
+    QCOMPARE(info.value("state_dict_sha256").toString().toLatin1(),
+             QCryptographicHash::hash(d.finalStateDict(), QCryptographicHash::Sha256).toHex());
+    QTemporaryDir dir;
+    QString error;
+    const QString script = core::keepFinalModel(d, dir.path(), &error);
+    QVERIFY2(script == dir.filePath("model.pt"), qPrintable(error));
+    const QString state = dir.filePath("model_state_dict.pt");
+    QVERIFY(QFileInfo(state).size() > 0);
+    const double reported = info.value("accuracy").toDouble();
+    QVERIFY2(reported > 0.6, qPrintable(QString::number(reported)));
+    const double scored = pythonAccuracy(script, kPairEvalSamples);
+    QVERIFY2(std::abs(scored - reported) <= 0.001, qPrintable(QString("run %1, Python %2").arg(reported).arg(scored)));
+    const auto same = test::runPython({"-c", QStringLiteral("import torch\nm = torch.jit.load('%1').state_dict()\n"
+                                                            "s = torch.load('%2')\n"
+                                                            "print(sorted(m) == sorted(s) and all(torch.equal(m[k], s[k]) for k in s))")
+                                                 .arg(script, state)},
+                                      &error);
+    QVERIFY2(same, qPrintable(error));
+    QCOMPARE(same->trimmed(), QByteArray("True"));
+}
+
+void TestStrategies::userModelTrainsOnTabularData()
+{
+    // A module made in Python for rows of features, (N, 2) -> (N, 3),
+    // trains on CSV data under two workers: the loss falls and the test
+    // rows are classified. Given (N, 1, 1, 2) it would answer (N, 1, 1, 3)
+    // and fail the check before training.
+    if (test::pythonWithTorch().isEmpty())
+        QSKIP("/usr/bin/python3 has no torch");
+    QTemporaryDir dir;
+    test::OwnCsvData{{200, 200, 200}}.write(dir.filePath("data"));
+    const QString model = dir.filePath("tabular.pt");
+    QString error;
+    QVERIFY2(test::runPython({"-c", QStringLiteral("import torch\nfrom torch import nn\ntorch.manual_seed(0)\n"
+                                                   "torch.jit.script(nn.Sequential(nn.Linear(2, 16), nn.ReLU(), nn.Linear(16, 3)))"
+                                                   ".save('%1')")
+                                                .arg(model)},
+                             &error),
+             qPrintable(error));
+    protocol::JobSpec job;
+    job.strategy = "allreduce";
+    job.model = model;
+    job.dataset = "csv";
+    job.dataDir = dir.filePath("data");
+    job.batchSize = 16;
+    job.lr = 0.05;
+    job.budget.maxRounds = 80;
+    test::LocalRun run;
+    QVERIFY2(runPair(run, job), qPrintable(run.message));
+    const core::RunData &d = run.session->data();
+    auto meanLoss = [&](qsizetype from, qsizetype n) {
+        double sum = 0;
+        for (qsizetype i = from; i < from + n; ++i)
+            sum += d.rounds(0)[i].loss;
+        return sum / double(n);
+    };
+    QCOMPARE(d.rounds(0).size(), qsizetype(80));
+    const double first = meanLoss(0, 10), last = meanLoss(70, 10);
+    QVERIFY2(last < 0.5 * first, qPrintable(QString("loss %1 -> %2").arg(first).arg(last)));
+    QVERIFY2(d.lastGlobalEval()->globalAccuracy >= 0.8, qPrintable(QString::number(d.lastGlobalEval()->globalAccuracy)));
+    QCOMPARE(inputShape(d.finalModelInfo()), QList<qint64>{2});  // rows of two features
 }
 
 void TestStrategies::badUserModelFailsBeforeTraining()

@@ -4,10 +4,21 @@
 #include <models.h>
 #include <python_torch.h>
 #include <trainer.h>
+#include <worker.h>
 
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QTcpServer>
 #include <QtTest>
 
+#include <torch/script.h>
 #include <torch/torch.h>
+
+#include <array>
+#include <atomic>
+#include <mutex>
+#include <sstream>
+#include <thread>
 
 using namespace dlion;
 
@@ -19,6 +30,11 @@ private Q_SLOTS:
     void trainerLearnsAndKeepsFlatViews();
     void batchNormBuffersAreFlatViews();
     void scriptModelTrainsThroughFlatViews();
+    void builtinModelsAsTorchScript_data();
+    void builtinModelsAsTorchScript();
+    void cnnTorchScriptRunsInPython();
+    void scriptModelTakesTabularRows();
+    void regroupGivesEveryReplicaTheSourcesBuffers();
     void badModelFilesNameTheFile();
 };
 
@@ -37,11 +53,25 @@ protocol::JobSpec syntheticJob(const QString &model)
 QString loadError(const QString &path)
 {
     try {
-        engine::loadScriptModel(path.toStdString(), 1, 28, 28, 10);
+        engine::loadScriptModel(path.toStdString(), {1, 28, 28}, 10);
     } catch (const engine::EngineError &e) {
         return QString::fromStdString(e.what());
     }
     return {};
+}
+
+// `model` with running statistics of its own: a few training forwards.
+void warmUp(engine::Model &model, const std::vector<std::int64_t> &input)
+{
+    torch::NoGradGuard noGrad;
+    model.train();
+    for (int i = 0; i < 3; ++i)
+        model.forward(torch::randn(input) * 2 + 1);
+}
+
+double maxDiff(const torch::Tensor &a, const torch::Tensor &b)
+{
+    return (a - b).abs().max().item<double>();
 }
 
 } // namespace
@@ -127,8 +157,213 @@ void TestModels::scriptModelTrainsThroughFlatViews()
     trainer.flatParams().zero_();
     for (const auto &p : trainer.model().parameters())
         QCOMPARE(p.abs().sum().item<double>(), 0.0);
-    QCOMPARE(trainer.model().format(), std::string("torchscript"));
-    QVERIFY(!trainer.model().serialized().empty());
+    QVERIFY(trainer.model().stateDict().empty());  // a TorchScript model is its module
+    QVERIFY(!trainer.model().torchScript().empty());
+}
+
+void TestModels::builtinModelsAsTorchScript_data()
+{
+    QTest::addColumn<QString>("name");
+    QTest::addColumn<int>("channels");
+    QTest::addColumn<int>("size");
+    QTest::newRow("mlp") << "mlp" << 1 << 28;
+    QTest::newRow("lenet5") << "lenet5" << 1 << 28;
+    QTest::newRow("cnn") << "cnn" << 3 << 32;
+}
+
+void TestModels::builtinModelsAsTorchScript()
+{
+    // A built-in model translated into TorchScript computes what the
+    // LibTorch model computes, in eval and in training mode (batch
+    // statistics, and the same running statistics after it), under the
+    // same parameter and buffer names.
+    QFETCH(QString, name);
+    QFETCH(int, channels);
+    QFETCH(int, size);
+    torch::manual_seed(3);
+    auto model = engine::makeModel(name.toStdString(), channels, size, size, 10);
+    const std::vector<std::int64_t> input{16, channels, size, size};
+    warmUp(*model, input);
+    std::istringstream file(model->torchScript());
+    torch::jit::Module script = torch::jit::load(file);
+    torch::NoGradGuard noGrad;
+    const auto x = torch::randn(input);
+    model->eval();
+    script.eval();
+    const double evalDiff = maxDiff(model->forward(x), script.forward({x}).toTensor());
+    QVERIFY2(evalDiff < 1e-5, qPrintable(QString::number(evalDiff)));
+    model->train();
+    script.train();
+    const double trainDiff = maxDiff(model->forward(x), script.forward({x}).toTensor());
+    QVERIFY2(trainDiff < 1e-5, qPrintable(QString::number(trainDiff)));
+    std::map<std::string, torch::Tensor> mine, theirs;
+    for (const auto &p : model->named_parameters())
+        mine[p.key()] = p.value();
+    for (const auto &b : model->named_buffers())
+        mine[b.key()] = b.value();
+    for (const auto &p : script.named_parameters())
+        theirs[p.name] = p.value;
+    for (const auto &b : script.named_buffers())
+        theirs[b.name] = b.value;
+    QCOMPARE(theirs.size(), mine.size());
+    for (const auto &[key, t] : mine) {
+        QVERIFY2(theirs.count(key), key.c_str());
+        QVERIFY2(maxDiff(t.to(torch::kDouble), theirs[key].to(torch::kDouble)) < 1e-6, key.c_str());
+    }
+}
+
+void TestModels::cnnTorchScriptRunsInPython()
+{
+    // The cnn (BatchNorm) as Python's torch.jit.load gets it: the same
+    // logits in eval mode, and its state_dict file (torch.load) has the
+    // module's keys and loads into it.
+    if (test::pythonWithTorch().isEmpty())
+        QSKIP("/usr/bin/python3 has no torch");
+    torch::manual_seed(4);
+    auto model = engine::makeModel("cnn", 3, 32, 32, 10);
+    const std::vector<std::int64_t> input{8, 3, 32, 32};
+    warmUp(*model, input);
+    QTemporaryDir dir;
+    auto save = [&](const QString &name, const std::string &bytes) {
+        QFile f(dir.filePath(name));
+        return f.open(QIODevice::WriteOnly) && f.write(bytes.data(), qint64(bytes.size())) == qint64(bytes.size());
+    };
+    const auto x = torch::randn(input);
+    QVERIFY(save("model.pt", model->torchScript()));
+    QVERIFY(save("state.pt", model->stateDict()));
+    QVERIFY(save("x.f32", std::string(static_cast<const char *>(x.data_ptr()), std::size_t(x.numel()) * sizeof(float))));
+    QString error;
+    const auto out = test::runPython(
+        {"-c", QStringLiteral("import json, numpy, torch\n"
+                              "m = torch.jit.load('%1/model.pt')\n"
+                              "state = torch.load('%1/state.pt')\n"
+                              "assert sorted(state) == sorted(m.state_dict()), (sorted(state), sorted(m.state_dict()))\n"
+                              "m.load_state_dict(state)\n"
+                              "m.eval()\n"
+                              "x = torch.from_numpy(numpy.fromfile('%1/x.f32', dtype=numpy.float32).reshape(8, 3, 32, 32))\n"
+                              "with torch.no_grad():\n"
+                              "    print(json.dumps(m(x).flatten().tolist()))\n")
+                   .arg(dir.path())},
+        &error);
+    QVERIFY2(out, qPrintable(error));
+    const QJsonArray logits = QJsonDocument::fromJson(*out).array();
+    torch::NoGradGuard noGrad;
+    model->eval();
+    const auto want = model->forward(x).flatten();
+    QCOMPARE(logits.size(), qsizetype(want.numel()));
+    double diff = 0;
+    for (qsizetype i = 0; i < logits.size(); ++i)
+        diff = std::max(diff, std::abs(logits[i].toDouble() - want[i].item<double>()));
+    QVERIFY2(diff < 1e-5, qPrintable(QString::number(diff)));
+}
+
+void TestModels::scriptModelTakesTabularRows()
+{
+    // Tabular samples, stored as (N, 1, 1, F), reach a TorchScript module
+    // as (N, F); a module for another number of features is refused.
+    if (test::pythonWithTorch().isEmpty())
+        QSKIP("/usr/bin/python3 has no torch");
+    QTemporaryDir dir;
+    const QString path = dir.filePath("rows.pt");
+    QString error;
+    QVERIFY2(test::runPython({"-c", QStringLiteral("import torch\ntorch.jit.script(torch.nn.Linear(4, 3)).save('%1')").arg(path)},
+                             &error),
+             qPrintable(error));
+    const auto model = engine::makeModel(path.toStdString(), 1, 1, 4, 3);
+    QCOMPARE(model->forward(torch::randn({5, 1, 1, 4})).sizes().vec(), (std::vector<std::int64_t>{5, 3}));
+    try {
+        engine::makeModel(path.toStdString(), 1, 1, 6, 3);
+        QFAIL("a module for 4 features took 6");
+    } catch (const engine::EngineError &e) {
+        const QString message = QString::fromStdString(e.what());
+        QVERIFY2(message.contains(path + ": does not take the dataset's input of shape (2, 6) (tabular data: a row of float "
+                                         "features per sample)"),
+                 qPrintable(message));
+    }
+}
+
+void TestModels::regroupGivesEveryReplicaTheSourcesBuffers()
+{
+    // Two workers (threads, loopback Gloo) train the cnn under all-reduce:
+    // identical parameters, but each replica's own BatchNorm statistics
+    // (no evaluation averages them here). Paused, they re-form their group
+    // with worker 1 as the source (Worker::joinGroup, the path of a group
+    // re-formed after a loss or for a rejoin) and are stopped before
+    // another round: the final evaluation scores each replica before
+    // averaging, and the losses agree only if worker 1's buffers reached
+    // worker 0.
+    QTcpServer first, second;
+    QVERIFY(first.listen(QHostAddress::LocalHost, 0) && second.listen(QHostAddress::LocalHost, 0));
+    const int ports[2] = {first.serverPort(), second.serverPort()};
+    first.close();
+    second.close();
+    std::array<std::atomic<int>, 2> rounds{}, pauses{};
+    std::array<protocol::EvalRecord, 2> finals;
+    std::array<std::unique_ptr<engine::Worker>, 2> workers;
+    for (int r = 0; r < 2; ++r) {
+        protocol::JobSpec spec = syntheticJob("cnn");
+        spec.strategy = "allreduce";
+        spec.batchSize = 16;
+        spec.evalSamples = 300;
+        spec.evalIntervalS = 1e6;
+        spec.budget.seconds = 300;  // a bound: the test stops them
+        spec.strategyOptions = QJsonObject{{"timeout_s", 30}};
+        spec.world = 2;
+        spec.rank = r;
+        spec.rendezvousPort = ports[0];
+        engine::WorkerHooks hooks;
+        hooks.round = [&rounds, r](const protocol::RoundRecord &) { ++rounds[r]; };
+        hooks.state = [&pauses, r](protocol::WorkerState s) { pauses[r] += s == protocol::WorkerState::Paused ? 1 : 0; };
+        hooks.eval = [&finals, r](const protocol::EvalRecord &e) {
+            if (e.final)
+                finals[r] = e;
+        };
+        workers[r] = std::make_unique<engine::Worker>(spec, "127.0.0.1", QByteArray("a test run secret of 32 bytes.."), hooks);
+    }
+    std::string error;
+    std::mutex errorMutex;
+    std::array<std::thread, 2> threads;
+    for (int r = 0; r < 2; ++r) {
+        threads[r] = std::thread([&, r] {
+            try {
+                workers[r]->run();
+            } catch (const std::exception &e) {
+                std::lock_guard lock(errorMutex);
+                error = e.what();
+            }
+        });
+    }
+    auto stopAll = qScopeGuard([&] {
+        for (int r = 0; r < 2; ++r) {
+            workers[r]->requestStop();
+            threads[r].join();
+        }
+    });
+    QTRY_VERIFY_WITH_TIMEOUT(rounds[0] >= 5 && rounds[1] >= 5, 120000);
+    for (auto &w : workers)
+        w->setPaused(true);
+    QTRY_VERIFY_WITH_TIMEOUT(pauses[0] == 1 && pauses[1] == 1, 30000);
+    protocol::GroupPlan plan;
+    plan.generation = 1;
+    plan.members = {0, 1};
+    plan.source = 1;
+    plan.rendezvousHost = "127.0.0.1";
+    plan.rendezvousPort = ports[1];
+    const int before = rounds[0];
+    for (auto &w : workers)
+        w->requestRegroup(plan);
+    QTRY_VERIFY_WITH_TIMEOUT(pauses[0] == 2 && pauses[1] == 2, 60000);  // paused again, in the new group
+    stopAll.dismiss();
+    for (int r = 0; r < 2; ++r) {
+        workers[r]->requestStop();
+        threads[r].join();
+    }
+    QVERIFY2(error.empty(), error.c_str());
+    QCOMPARE(rounds[0].load(), before);  // no round between the regroup and the evaluation
+    QVERIFY(finals[0].final && finals[1].final);
+    QVERIFY(finals[0].loss > 0);
+    QVERIFY2(std::abs(finals[0].loss - finals[1].loss) <= 1e-9 * finals[0].loss,
+             qPrintable(QString("replica losses %1 and %2").arg(finals[0].loss, 0, 'g', 17).arg(finals[1].loss, 0, 'g', 17)));
 }
 
 void TestModels::badModelFilesNameTheFile()
