@@ -2,6 +2,8 @@
 
 #include "agent_log.h"
 
+#include <safe_file.h>
+
 #include <QCborArray>
 #include <QCoreApplication>
 #include <QJsonObject>
@@ -40,9 +42,23 @@ constexpr int kHandshakeTimeoutMs = 5000;
 // and tries again after this pause.
 constexpr int kAcceptRetryMs = 500;
 constexpr qint64 kLogIntervalMs = 10000;
-// The final model travels in the Finished frame: room for the frame's
-// other fields under FrameCodec::kDefaultMaxBody (8 MiB).
-constexpr qsizetype kMaxModelBytes = 7 << 20;
+
+// A user's model must be the file the controller hashed when the run
+// started: a copy corrupted on its way to this host, or a file changed
+// since, is refused before torch loads it.
+QString checkModel(const protocol::JobSpec &spec)
+{
+    if (spec.modelSha256.isEmpty())
+        return {};
+    QString error;
+    const std::optional<QString> sha = files::sha256Hex(spec.model, &error);
+    if (!sha)
+        return QStringLiteral("model: %1").arg(error);
+    if (*sha != spec.modelSha256)
+        return QStringLiteral("model %1 has SHA-256 %2, but the job expects %3: the file changed or was corrupted "
+                              "after the run started; start the run again").arg(spec.model, *sha, spec.modelSha256);
+    return {};
+}
 
 qint64 peakRssKb()
 {
@@ -214,15 +230,10 @@ void AgentServer::startJob(const QCborMap &body)
         return sendError(QStringLiteral("a job is already running on this agent; stop it first"));
     QString error;
     const auto spec = protocol::JobSpec::fromJson(body.toJsonObject(), &error);
-    if (!spec) {
-        // The job ends before it starts: Finished, so the controller fails
-        // the run with this message instead of waiting for it.
-        const QString message = QStringLiteral("invalid job: %1").arg(error);
-        qCWarning(lcAgent).noquote() << message;
-        if (m_controller)
-            m_controller->send(MessageType::Finished, QCborMap{{"ok", false}, {"message", message}});
-        return;
-    }
+    if (!spec)
+        return refuseJob(QStringLiteral("invalid job: %1").arg(error));
+    if (const QString why = checkModel(*spec); !why.isEmpty())
+        return refuseJob(why);
     m_runner.reset();
     m_finished.clear();
     m_backlog.clear();
@@ -246,6 +257,15 @@ void AgentServer::startJob(const QCborMap &body)
     connect(m_runner.get(), &JobRunner::finished, this, &AgentServer::onJobFinished);
     qCInfo(lcAgent).noquote() << "starting job: strategy" << spec->strategy << "rank" << spec->rank << "of" << spec->world;
     m_runner->start();
+}
+
+void AgentServer::refuseJob(const QString &message)
+{
+    // The job ends before it starts: Finished, so the controller fails the
+    // run with this message instead of waiting for it.
+    qCWarning(lcAgent).noquote() << message;
+    if (m_controller)
+        m_controller->send(MessageType::Finished, QCborMap{{"ok", false}, {"message", message}});
 }
 
 void AgentServer::handleCommand(const QCborMap &body)
@@ -405,13 +425,7 @@ void AgentServer::addFinalModel(const engine::FinalModel &model)
     if (!model.stateDict.isEmpty())
         info.insert(QStringLiteral("state_dict_sha256"), QString::fromLatin1(model.stateDictSha256));
     m_finished.insert(QStringLiteral("model_info"), info);
-    // The frame limit bounds what the control plane carries; a larger
-    // model is described but not sent.
-    if (model.bytes.size() + model.stateDict.size() > kMaxModelBytes) {
-        qCWarning(lcAgent) << "the final model (" << model.bytes.size() + model.stateDict.size() << "bytes) exceeds"
-                           << kMaxModelBytes << "bytes and is not sent to the controller";
-        return;
-    }
+    // A model over FrameCodec::kFragmentBody crosses as several frames.
     m_finished.insert(QStringLiteral("model"), model.bytes);
     if (!model.stateDict.isEmpty())
         m_finished.insert(QStringLiteral("model_state_dict"), model.stateDict);

@@ -74,6 +74,8 @@ private:
     void onFrame(const protocol::Frame &frame);
     void onControllerClosed();
     void startJob(const QCborMap &body);
+    // Tells the controller the job cannot start, and why.
+    void refuseJob(const QString &message);
     void handleCommand(const QCborMap &body);
     bool runCommand(protocol::Command command, const QCborMap &body);
     void regroup(const QCborMap &planBody);

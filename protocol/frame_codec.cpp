@@ -7,6 +7,7 @@
 #include <QtEndian>
 
 #include <algorithm>
+#include <utility>
 
 namespace dlion::protocol {
 
@@ -49,7 +50,7 @@ const char *messageTypeName(MessageType type)
     return "unknown";
 }
 
-FrameCodec::FrameCodec(quint32 maxBody) : m_maxBody(maxBody) {}
+FrameCodec::FrameCodec(quint32 maxBody, qint64 maxMessage) : m_maxBody(maxBody), m_maxMessage(maxMessage) {}
 
 void FrameCodec::setKeys(const QByteArray &sendKey, const QByteArray &receiveKey)
 {
@@ -70,15 +71,28 @@ QByteArray FrameCodec::mac(const QByteArray &key, const QByteArray &data)
 QByteArray FrameCodec::encode(const Frame &frame)
 {
     const QByteArray body = frame.body.toCborValue().toCbor();
+    QByteArray out;
+    qsizetype at = 0;
+    do {
+        const qsizetype n = std::min<qsizetype>(kFragmentBody, body.size() - at);
+        at += n;
+        out += encodeFrame(frame.type, at < body.size() ? kMoreFlag : 0, QByteArrayView(body).sliced(at - n, n));
+    } while (at < body.size());
+    return out;
+}
+
+QByteArray FrameCodec::encodeFrame(MessageType type, quint8 flags, QByteArrayView body)
+{
     QByteArray out(kHeaderSize, Qt::Uninitialized);
+    out.reserve(kHeaderSize + body.size() + kMacSize);
     char *p = out.data();
     memcpy(p, kMagic, 4);
     p[4] = char(kProtocolVersion);
-    p[5] = 0;
-    qToBigEndian<quint16>(quint16(frame.type), p + 6);
+    p[5] = char(flags);
+    qToBigEndian<quint16>(quint16(type), p + 6);
     qToBigEndian<quint32>(m_sendSeq++, p + 8);
     qToBigEndian<quint32>(quint32(body.size()), p + 12);
-    out += body;
+    out.append(body);
     out += mac(m_sendKey, out);
     return out;
 }
@@ -103,6 +117,7 @@ std::optional<quint32> FrameCodec::checkHeader()
         return std::nullopt;
     const char *p = m_buffer.constData();
     QString why;
+    const quint8 flags = quint8(p[5]);
     const quint16 type = qFromBigEndian<quint16>(p + 6);
     const quint32 length = qFromBigEndian<quint32>(p + 12);
     if (memcmp(p, kMagic, 4) != 0)
@@ -114,6 +129,13 @@ std::optional<quint32> FrameCodec::checkHeader()
         why = QStringLiteral("unknown message type %1").arg(type);
     else if (length > maxBody())
         why = QStringLiteral("frame of %1 bytes exceeds the %2-byte limit").arg(length).arg(maxBody());
+    else if ((flags & ~kMoreFlag) != 0 || ((flags & kMoreFlag) && m_receiveKey.isEmpty()))
+        why = QStringLiteral("frame flags %1 are not allowed here").arg(flags);
+    else if (!m_message.isEmpty() && type != quint16(m_messageType))
+        why = QStringLiteral("a %1 frame inside a split %2 message").arg(QLatin1String(messageTypeName(MessageType(type))),
+                                                                       QLatin1String(messageTypeName(m_messageType)));
+    else if (m_message.size() + qint64(length) > m_maxMessage)
+        why = QStringLiteral("a split message of more than %1 bytes exceeds the limit").arg(m_maxMessage);
     if (why.isEmpty())
         return length;
     fail(why);
@@ -128,32 +150,40 @@ void FrameCodec::fail(const QString &why)
 
 std::optional<Frame> FrameCodec::next()
 {
-    const std::optional<quint32> length = checkHeader();
-    if (!length)
-        return std::nullopt;
-    const qsizetype total = kHeaderSize + qsizetype(*length) + kMacSize;
-    if (m_buffer.size() < total)
-        return std::nullopt;
-    const QByteArray signedPart = m_buffer.left(kHeaderSize + *length);
-    const quint16 type = qFromBigEndian<quint16>(signedPart.constData() + 6);
-    const quint32 seq = qFromBigEndian<quint32>(signedPart.constData() + 8);
-    if (!handshake::equal(mac(m_receiveKey, signedPart), m_buffer.mid(kHeaderSize + *length, kMacSize))) {
-        fail(QStringLiteral("frame failed authentication (wrong secret or corrupted data)"));
-        return std::nullopt;
+    // Each pass takes one frame; a flagged one only adds to the message.
+    for (;;) {
+        const std::optional<quint32> length = checkHeader();
+        if (!length)
+            return std::nullopt;
+        const qsizetype total = kHeaderSize + qsizetype(*length) + kMacSize;
+        if (m_buffer.size() < total)
+            return std::nullopt;
+        const QByteArray signedPart = m_buffer.left(kHeaderSize + *length);
+        const quint8 flags = quint8(signedPart[5]);
+        const quint16 type = qFromBigEndian<quint16>(signedPart.constData() + 6);
+        const quint32 seq = qFromBigEndian<quint32>(signedPart.constData() + 8);
+        if (!handshake::equal(mac(m_receiveKey, signedPart), m_buffer.mid(kHeaderSize + *length, kMacSize))) {
+            fail(QStringLiteral("frame failed authentication (wrong secret or corrupted data)"));
+            return std::nullopt;
+        }
+        if (seq != m_recvSeq) {
+            fail(QStringLiteral("frame sequence %1, expected %2 (replayed or lost frame)").arg(seq).arg(m_recvSeq));
+            return std::nullopt;
+        }
+        ++m_recvSeq;
+        m_messageType = MessageType(type);
+        m_message.append(QByteArrayView(signedPart).sliced(kHeaderSize));
+        m_buffer.remove(0, total);
+        if (flags & kMoreFlag)
+            continue;
+        QCborParserError perr;
+        const QCborValue body = QCborValue::fromCbor(std::exchange(m_message, {}), &perr);
+        if (perr.error != QCborError::NoError || !body.isMap()) {
+            fail(QStringLiteral("frame body is not a CBOR map"));
+            return std::nullopt;
+        }
+        return Frame{m_messageType, body.toMap()};
     }
-    if (seq != m_recvSeq) {
-        fail(QStringLiteral("frame sequence %1, expected %2 (replayed or lost frame)").arg(seq).arg(m_recvSeq));
-        return std::nullopt;
-    }
-    QCborParserError perr;
-    const QCborValue body = QCborValue::fromCbor(signedPart.mid(kHeaderSize), &perr);
-    if (perr.error != QCborError::NoError || !body.isMap()) {
-        fail(QStringLiteral("frame body is not a CBOR map"));
-        return std::nullopt;
-    }
-    ++m_recvSeq;
-    m_buffer.remove(0, total);
-    return Frame{MessageType(type), body.toMap()};
 }
 
 } // namespace dlion::protocol

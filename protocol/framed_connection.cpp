@@ -110,10 +110,13 @@ void FramedConnection::onReadyRead()
     // The guard stops delivery if a handler closed or deleted us.
     QPointer<FramedConnection> self(this);
     while (self && m_state != State::Closed) {
+        const qint64 partBefore = m_codec.partialMessageBytes();
         std::optional<Frame> frame = m_codec.next();
         if (!frame) {
             if (m_codec.hasError())
                 fail(m_codec.errorString());
+            else if (m_codec.partialMessageBytes() > partBefore)
+                Q_EMIT receiving(m_codec.partialMessageBytes());
             return;
         }
         if (m_state == State::Handshaking)

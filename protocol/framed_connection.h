@@ -38,6 +38,9 @@ public:
 Q_SIGNALS:
     void ready();
     void frameReceived(const dlion::protocol::Frame &frame);
+    // Another frame of a split message arrived: the peer is alive while a
+    // large message (a final model) crosses a slow link.
+    void receiving(qint64 bytesSoFar);
     void failed(const QString &reason);
     void closed();
 

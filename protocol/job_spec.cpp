@@ -3,6 +3,7 @@
 #include "strategy_knobs.h"
 
 #include <QJsonArray>
+#include <QRegularExpression>
 #include <QSet>
 #include <QStringList>
 
@@ -304,6 +305,8 @@ QJsonObject JobSpec::toJson() const
         out.insert("checkpoint", QJsonObject{{"dir", checkpoint.dir}, {"interval_s", checkpoint.intervalS}, {"keep", checkpoint.keep}});
     if (!resumeFrom.isEmpty())
         out.insert("resume_from", resumeFrom);
+    if (!modelSha256.isEmpty())
+        out.insert("model_sha256", modelSha256);
     if (!workerData.isEmpty()) {
         out.insert("worker_data", workerDataJson(workerData));
         out.insert("test_set", testSet);
@@ -321,7 +324,8 @@ void readUnknownFields(const QJsonObject &json, Reader &r)
         "strategy", "model", "dataset", "data_dir", "partition", "batch_size", "lr", "momentum",
         "weight_decay", "lr_schedule", "seed", "budget", "eval_interval_s", "eval_samples", "threads",
         "device", "verify_replicas", "slowdown", "strategy_options", "emulation", "rank", "world", "rendezvous_host",
-        "rendezvous_port", "workers", "group", "checkpoint", "resume_from", "worker_data", "test_set", "class_names"};
+        "rendezvous_port", "workers", "group", "checkpoint", "resume_from", "worker_data", "test_set", "class_names",
+        "model_sha256"};
     for (auto it = json.begin(); it != json.end(); ++it) {
         if (!known.contains(it.key()))
             r.failRaw(QStringLiteral("unknown field \"%1\" in the job (check its spelling)").arg(it.key()));
@@ -336,6 +340,12 @@ void readTraining(Reader &r, JobSpec &s)
     r.str("model", s.model);
     if (!kModels.contains(s.model) && !s.model.endsWith(QLatin1String(".pt")))
         r.fail("model", QStringLiteral("is \"%1\"; allowed: %2, or a TorchScript file PATH.pt").arg(s.model, kModels.join(", ")));
+    r.str("model_sha256", s.modelSha256);
+    static const QRegularExpression kSha256(QStringLiteral("^[0-9a-f]{64}$"));
+    if (!s.modelSha256.isEmpty() && !kSha256.match(s.modelSha256).hasMatch())
+        r.fail("model_sha256", QStringLiteral("is \"%1\"; give the model file's SHA-256 as 64 lowercase hex digits (sha256sum prints it)").arg(s.modelSha256));
+    else if (!s.modelSha256.isEmpty() && !s.model.endsWith(QLatin1String(".pt")))
+        r.fail("model_sha256", QStringLiteral("is set, but model \"%1\" is not a TorchScript file PATH.pt").arg(s.model));
     r.str("dataset", s.dataset, kDatasets);
     r.str("data_dir", s.dataDir);
     r.str("partition", s.partition);

@@ -62,6 +62,9 @@ QJsonArray workerDataJson(const QList<WorkerData> &list);
 struct JobSpec {
     QString strategy = QStringLiteral("allreduce");
     QString model = QStringLiteral("lenet5");
+    // A TorchScript model's SHA-256 (64 lowercase hex digits): an agent
+    // refuses a file that differs. Empty: not checked.
+    QString modelSha256;
     QString dataset = QStringLiteral("fashion-mnist");
     QString dataDir;  // empty: the Debian dataset package path
     QString partition = QStringLiteral("iid");  // "iid" or "dirichlet:ALPHA"

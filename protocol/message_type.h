@@ -6,7 +6,8 @@ namespace dlion::protocol {
 
 // Wire version; a peer with another version is refused at the handshake.
 // 2: one session key per direction (1 had one for both).
-inline constexpr std::uint8_t kProtocolVersion = 2;
+// 3: a large message may span several frames (FrameCodec::kMoreFlag).
+inline constexpr std::uint8_t kProtocolVersion = 3;
 
 enum class MessageType : std::uint16_t {
     // Handshake (see handshake.h).
@@ -18,7 +19,7 @@ enum class MessageType : std::uint16_t {
     Command = 11,  // controller -> agent: {cmd, ...}; {cmd: "ack", seq} acknowledges Telemetry up to seq
     Status = 12,   // agent -> controller: {state, message}
     Telemetry = 13,  // agent -> controller: {seq, rounds: [...], evals: [...], merges: [...]}; re-sent until acked
-    Finished = 14,   // agent -> controller: {ok, message, ...}
+    Finished = 14,   // agent -> controller: {ok, message, ..., model_info, model}; the model may span frames
     Error = 15,      // either way: {message}
     Heartbeat = 16,  // either way: {}
 };

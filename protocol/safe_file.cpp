@@ -1,5 +1,6 @@
 #include "safe_file.h"
 
+#include <QCryptographicHash>
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
@@ -139,6 +140,29 @@ std::optional<QByteArray> readRegular(const QString &path, qint64 maxBytes, QStr
         return std::nullopt;
     }
     return out;
+}
+
+std::optional<QString> sha256Hex(const QString &path, QString *error)
+{
+    const int fd = openRegular(path, error);
+    if (fd < 0)
+        return std::nullopt;
+    QCryptographicHash hash(QCryptographicHash::Sha256);
+    QByteArray chunk(kReadChunk, Qt::Uninitialized);
+    ssize_t n = 0;
+    while ((n = ::read(fd, chunk.data(), std::size_t(chunk.size()))) != 0) {
+        if (n > 0)
+            hash.addData(QByteArrayView(chunk.constData(), n));
+        else if (errno != EINTR)
+            break;
+    }
+    const int err = n < 0 ? errno : 0;
+    ::close(fd);
+    if (err != 0) {
+        *error = QStringLiteral("cannot read %1: %2").arg(path, osError(err));
+        return std::nullopt;
+    }
+    return QString::fromLatin1(hash.result().toHex());
 }
 
 } // namespace dlion::files

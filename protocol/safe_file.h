@@ -24,4 +24,8 @@ int openRegular(const QString &path, QString *error);
 // are actually read (stat's size is not trusted).
 std::optional<QByteArray> readRegular(const QString &path, qint64 maxBytes, QString *error);
 
+// The SHA-256 of the regular file `path` as 64 lowercase hex digits, read
+// in chunks (a model may be large); nullopt with *error naming the file.
+std::optional<QString> sha256Hex(const QString &path, QString *error);
+
 } // namespace dlion::files

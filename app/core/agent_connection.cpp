@@ -39,6 +39,7 @@ void AgentConnection::open(int connectTimeoutMs)
         Q_EMIT ready();
     });
     connect(m_conn, &FramedConnection::frameReceived, this, &AgentConnection::onFrame);
+    connect(m_conn, &FramedConnection::receiving, this, [this] { m_lastFrame.restart(); });
     connect(m_conn, &FramedConnection::failed, this, [this](const QString &reason) { markLost(reason); });
     connect(m_conn, &FramedConnection::closed, this,
             [this] { markLost(QStringLiteral("agent %1 closed the connection").arg(endpoint())); });

@@ -8,6 +8,9 @@ namespace dlion::core {
 struct AgentEndpoint {
     QString host;
     quint16 port = 0;
+    // The job's model file on the agent's host when the deployer uploaded
+    // it there; empty: the job's own path.
+    QString model;
 };
 
 } // namespace dlion::core

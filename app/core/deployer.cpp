@@ -55,6 +55,8 @@ RemoteAgent::Setup Deployer::setupFor(const QString &host)
 {
     RemoteAgent::Setup s;
     s.agentProgram = m_agentProgram;
+    s.modelFile = m_modelFile;
+    s.modelSha256 = m_modelSha256;
     s.graceS = m_agentGraceS;
     s.knownHosts = m_cluster.knownHosts;
     s.timeoutS = m_cluster.connectTimeoutS;

@@ -42,6 +42,13 @@ public:
     ~Deployer() override;
 
     void setAgentProgram(const QString &path) { m_agentProgram = path; }
+    // A job's TorchScript model, uploaded to every host (see RemoteAgent);
+    // each endpoint then names its host's copy.
+    void setModel(const QString &path, const QString &sha256)
+    {
+        m_modelFile = path;
+        m_modelSha256 = sha256;
+    }
     void setHostKeyPolicy(HostKeyPolicy policy) { m_policy = policy; }
     // How long a host waits for an answer to a question before giving up.
     void setAnswerTimeout(int ms) { m_answerTimeoutMs = ms; }
@@ -92,6 +99,8 @@ private:
 
     ClusterSpec m_cluster;
     QString m_agentProgram;
+    QString m_modelFile;
+    QString m_modelSha256;
     HostKeyPolicy m_policy = HostKeyPolicy::Ask;
     int m_answerTimeoutMs = 300000;
     int m_agentGraceS = RemoteAgent::kGraceS;

@@ -2,6 +2,8 @@
 
 #include "structured_file.h"
 
+#include <safe_file.h>
+
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
@@ -23,22 +25,34 @@ bool onePerWorker(const char *field, const char *what, qsizetype entries, int wo
 
 // A TorchScript model file, checked without torch as far as that goes: it
 // exists and is a zip archive, as torch.jit.save writes. The agents check
-// the rest (a module, parameters, shapes) before they train. A relative
-// path is taken from the job file's folder when the job file names it.
-std::optional<QString> modelFile(const QString &model, const QString &base, QString *error)
+// the rest (a module, parameters, shapes) before they train, and its
+// SHA-256, set here in the spec, so a file changed after the start is
+// refused. A relative path is taken from the job file's folder when the job
+// file names it. A model_sha256 the job gives must match the file.
+bool checkModelFile(protocol::JobSpec &spec, const QString &base, QString *error)
 {
-    const QString path = QFileInfo(QDir(base), model).absoluteFilePath();
+    const QString path = QFileInfo(QDir(base), spec.model).absoluteFilePath();
     QFile f(path);
     if (!f.open(QIODevice::ReadOnly)) {
         *error = QStringLiteral("model %1: cannot read it (%2)").arg(path, f.errorString());
-        return std::nullopt;
+        return false;
     }
     if (f.read(4) != QByteArray("PK\x03\x04", 4)) {
         *error = QStringLiteral("model %1: not a TorchScript module (not the zip archive torch.jit.save writes); save "
                                 "one from Python with torch.jit.script(model).save(PATH)").arg(path);
-        return std::nullopt;
+        return false;
     }
-    return path;
+    const std::optional<QString> sha = files::sha256Hex(path, error);
+    if (!sha)
+        return false;
+    if (!spec.modelSha256.isEmpty() && spec.modelSha256 != *sha) {
+        *error = QStringLiteral("model %1: its SHA-256 is %2, not the job's model_sha256 %3; give the right file or "
+                                "remove model_sha256").arg(path, *sha, spec.modelSha256);
+        return false;
+    }
+    spec.model = path;
+    spec.modelSha256 = *sha;
+    return true;
 }
 
 } // namespace
@@ -86,10 +100,8 @@ std::optional<JobRequest> buildJob(const QString &jobFile, const QJsonObject &ov
         return std::nullopt;
     if (spec->model.endsWith(QLatin1String(".pt"))) {
         const QString base = jobFile.isEmpty() || overrides.contains("model") ? QDir::currentPath() : QFileInfo(jobFile).path();
-        const auto path = modelFile(spec->model, base, error);
-        if (!path)
+        if (!checkModelFile(*spec, base, error))
             return std::nullopt;
-        spec->model = *path;
     }
     spec->world = req.workers;
     req.spec = *spec;

@@ -10,7 +10,7 @@
 namespace dlion::core {
 
 namespace {
-// Far above what the control plane carries (a model crosses in one frame).
+// What the control plane carries at most (FrameCodec::kDefaultMaxMessage).
 constexpr qint64 kMaxModelBytes = qint64(1) << 30;
 
 const QString kTorchScript = QStringLiteral("torchscript");

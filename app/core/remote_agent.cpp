@@ -84,11 +84,12 @@ QString RemoteAgent::homePath(const QString &path)
 
 QString RemoteAgent::shellDir() const { return homePath(m_host.workDir + QStringLiteral("/dlion-") + m_host.name); }
 
-QString RemoteAgent::sftpDir() const
+QString RemoteAgent::sftpPath(const QString &path)
 {
-    const QString dir = m_host.workDir + QStringLiteral("/dlion-") + m_host.name;
-    return dir.startsWith(QLatin1String("~/")) ? dir.mid(2) : dir;  // SFTP paths are relative to the home folder
+    return path.startsWith(QLatin1String("~/")) ? path.mid(2) : path;  // SFTP paths are relative to the home folder
 }
+
+QString RemoteAgent::sftpDir() const { return sftpPath(m_host.workDir + QStringLiteral("/dlion-") + m_host.name); }
 
 QString RemoteAgent::agentCommand() const
 {
@@ -120,8 +121,10 @@ std::optional<AgentEndpoint> RemoteAgent::deploy(const QByteArray &secret, QStri
     if (!connect(ssh, error) || !preflight(ssh, error))
         return std::nullopt;
     std::optional<AgentEndpoint> endpoint;
-    if (install(ssh, secret, error) && checkLibraries(ssh, error))
+    if (install(ssh, secret, error) && checkLibraries(ssh, error) && uploadModel(ssh, error))
         endpoint = start(ssh, error);
+    if (endpoint)
+        endpoint->model = m_remoteModel;
     QString ignored;
     if (!endpoint)
         removeAgent(ssh, &ignored);  // a failed deployment leaves nothing behind
@@ -164,7 +167,8 @@ bool RemoteAgent::preflight(SshSession &ssh, QString *error)
         return false;
     }
     const qint64 freeKb = lines[2].toLongLong();
-    const qint64 neededKb = (m_host.agentPath.isEmpty() ? QFileInfo(m_setup.agentProgram).size() / 1024 : 0) + 64 * 1024;
+    const qint64 neededKb = (m_host.agentPath.isEmpty() ? QFileInfo(m_setup.agentProgram).size() / 1024 : 0)
+        + (m_setup.modelFile.isEmpty() ? 0 : QFileInfo(m_setup.modelFile).size() / 1024) + 64 * 1024;
     if (freeKb < neededKb) {
         *error = QStringLiteral("host \"%1\": only %2 MB free in %3; the agent needs about %4 MB")
                      .arg(m_host.name).arg(freeKb / 1024).arg(m_host.workDir).arg(neededKb / 1024);
@@ -239,6 +243,58 @@ bool RemoteAgent::checkLibraries(SshSession &ssh, QString *error)
                       packages.isEmpty() ? QStringLiteral("install the packages that provide them there")
                                          : QStringLiteral("install them with: sudo apt-get install -y ") + packages.join(' '));
     return false;
+}
+
+bool RemoteAgent::uploadModel(SshSession &ssh, QString *error)
+{
+    if (m_setup.modelFile.isEmpty())
+        return true;
+    const QString dir = m_host.workDir + QStringLiteral("/dlion_models");
+    const QString name = m_setup.modelSha256 + QStringLiteral(".pt");
+    // The folder's absolute path (the job names the file by it), then the
+    // hash of a copy already there.
+    const auto found = run(ssh, QStringLiteral("(umask 077 && mkdir -p %1) && cd %1 && pwd -P && { sha256sum %2 2>/dev/null || true; }")
+                                    .arg(homePath(dir), name), kCommandTimeoutMs, error);
+    if (!found)
+        return false;
+    const QStringList lines = QString::fromUtf8(found->out).split('\n', Qt::SkipEmptyParts);
+    if (found->status != 0 || lines.isEmpty()) {
+        *error = QStringLiteral("host \"%1\": cannot create %2: %3").arg(m_host.name, dir, QString::fromUtf8(found->err).trimmed());
+        return false;
+    }
+    m_remoteModel = lines[0] + '/' + name;
+    if (lines.value(1).section(' ', 0, 0) == m_setup.modelSha256) {
+        m_setup.progress(QStringLiteral("model"), QStringLiteral("the model is on the host already: %1 (SHA-256 checked)").arg(m_remoteModel));
+        return true;
+    }
+    QFile model(m_setup.modelFile);
+    if (!model.open(QIODevice::ReadOnly)) {
+        *error = QStringLiteral("cannot read the model %1: %2").arg(model.fileName(), model.errorString());
+        return false;
+    }
+    m_setup.progress(QStringLiteral("model"), QStringLiteral("uploading the model %1 (%2 MB) to %3")
+                                                  .arg(model.fileName()).arg(model.size() / 1e6, 0, 'f', 1).arg(m_remoteModel));
+    // Under a name of this host's own (hosts may share a work_dir), renamed
+    // into place only once its hash checks.
+    const QString part = name + QStringLiteral(".part-") + m_host.name;
+    if (!ssh.upload(model, sftpPath(dir) + '/' + part, 0600, error)) {
+        *error = QStringLiteral("host \"%1\": %2").arg(m_host.name, *error);
+        return false;
+    }
+    const auto checked = run(ssh, QStringLiteral("cd %1 && h=$(sha256sum <%2) && h=${h%% *} && echo \"$h\" && "
+                                                 "if [ \"$h\" = %3 ]; then mv -f %2 %4; else rm -f %2; exit 5; fi")
+                                      .arg(homePath(dir), part, m_setup.modelSha256, name), kCommandTimeoutMs, error);
+    if (!checked)
+        return false;
+    if (checked->status != 0) {
+        *error = QStringLiteral("host \"%1\": the model uploaded from %2 to %3 has SHA-256 \"%4\", not %5 (%6); the copy "
+                                "was removed: the file changed since the run started, or the host's disk or sha256sum "
+                                "failed; run again")
+                     .arg(m_host.name, model.fileName(), m_remoteModel, QString::fromUtf8(checked->out).trimmed(),
+                          m_setup.modelSha256, QString::fromUtf8(checked->err).trimmed());
+        return false;
+    }
+    return true;
 }
 
 std::optional<AgentEndpoint> RemoteAgent::start(SshSession &ssh, QString *error)

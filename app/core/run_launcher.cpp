@@ -85,6 +85,8 @@ void RunLauncher::startRemote(const JobRequest &request, std::unique_ptr<Deploye
     if (isActive() || !prepare(request, options, protocol::handshake::makeSecret()))
         return;
     m_deployer = std::move(deployer);
+    if (!request.spec.modelSha256.isEmpty())
+        m_deployer->setModel(request.spec.model, request.spec.modelSha256);
     recordAs(sshClusterInfo(m_deployer->cluster(), clusterFile));
     connect(m_deployer.get(), &Deployer::failed, this, [this](const QString &reason) {
         // The deployer has removed what it started: nothing left to stop.

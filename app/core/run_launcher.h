@@ -54,6 +54,8 @@ public:
     void startLocal(const JobRequest &request, const Options &options);
     // Deploys agents with `deployer` (host order = rank), then the job.
     // `clusterFile` is recorded with the run when the hosts came from one.
+    // A TorchScript model whose SHA-256 the job carries (buildJob sets it)
+    // is uploaded to every host, and each agent loads its host's copy.
     void startRemote(const JobRequest &request, std::unique_ptr<Deployer> deployer, const QString &clusterFile,
                      const Options &options);
     // Runs the job on agents that already listen, started by hand with

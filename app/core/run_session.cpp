@@ -62,6 +62,9 @@ void RunSession::open(const RunData &data, const QList<AgentEndpoint> &agents, c
     m_attaching = attaching;
     if (attaching)
         m_data.expectResends();
+    m_agentModels.clear();
+    for (const AgentEndpoint &a : agents)
+        m_agentModels.append(a.model);
     m_workerStates = QList<protocol::WorkerState>(agents.size(), protocol::WorkerState::Connecting);
     m_done = QList<bool>(agents.size(), false);
     m_evalsFrom = QList<qsizetype>(agents.size(), 0);
@@ -125,8 +128,7 @@ void RunSession::onAgentReady()
     }
     m_data.markStarted();
     for (AgentConnection *a : std::as_const(m_agents)) {
-        protocol::JobSpec spec = m_job;
-        spec.rank = a->worker();
+        protocol::JobSpec spec = jobFor(a->worker());
         spec.rendezvousHost = m_rendezvousHost;
         spec.rendezvousPort = m_rendezvousPort;
         a->sendJob(spec.toJson());
@@ -134,6 +136,15 @@ void RunSession::onAgentReady()
     setState(State::Running);
     Q_EMIT logMessage(QStringLiteral("job sent to %1 workers (strategy %2, model %3, dataset %4)")
                           .arg(m_agents.size()).arg(m_job.strategy, m_job.model, m_job.dataset));
+}
+
+protocol::JobSpec RunSession::jobFor(int worker) const
+{
+    protocol::JobSpec spec = m_job;
+    spec.rank = worker;
+    if (!m_agentModels.value(worker).isEmpty())
+        spec.model = m_agentModels[worker];  // the copy uploaded to its host
+    return spec;
 }
 
 int RunSession::bestMember() const
@@ -258,6 +269,7 @@ bool RunSession::rejoin(int worker, const AgentEndpoint &agent)
         return false;
     }
     m_agents[worker]->deleteLater();
+    m_agentModels[worker] = agent.model;
     AgentConnection *a = connectAgent(worker, agent);
     connect(a, &AgentConnection::ready, this, [this, worker] { onRejoinReady(worker); });
     m_agents[worker] = a;
@@ -276,8 +288,7 @@ void RunSession::onRejoinReady(int worker)
     m_evalsFrom[worker] = m_data.evals().size();
     m_data.setWorkerLost(worker, QString());
     const protocol::GroupPlan plan = nextPlan();
-    protocol::JobSpec spec = m_job;
-    spec.rank = worker;
+    protocol::JobSpec spec = jobFor(worker);
     spec.group = plan;
     spec.group.rendezvousHost.clear();
     spec.group.rendezvousPort = 0;

@@ -93,6 +93,8 @@ private:
     void broadcast(protocol::Command cmd, const QCborMap &args = {});
     void setWorkerState(int worker, protocol::WorkerState state);
     AgentConnection *connectAgent(int worker, const AgentEndpoint &agent);
+    // The job for `worker`'s agent, less its group and rendezvous.
+    protocol::JobSpec jobFor(int worker) const;
     void onAgentReady();
     void onRejoinReady(int worker);
     protocol::GroupPlan nextPlan();
@@ -106,6 +108,7 @@ private:
     State m_state = State::Idle;
     protocol::JobSpec m_job;
     QList<AgentConnection *> m_agents;
+    QList<QString> m_agentModels;  // per worker: AgentEndpoint::model
     QList<protocol::WorkerState> m_workerStates;
     QList<bool> m_done;
     // Per worker: the index into m_data.evals() from which its evaluations

@@ -5,7 +5,10 @@
 #include "sshd_fixture.h"
 
 #include <deployer.h>
+#include <python_torch.h>
+#include <run_launcher.h>
 #include <run_store.h>
+#include <safe_file.h>
 
 #include <QDirIterator>
 #include <QTcpServer>
@@ -81,6 +84,43 @@ std::optional<core::ClusterSpec> loadCluster(const QString &path)
     return spec;
 }
 
+struct LaunchResult {
+    bool ok = false;
+    QString message;
+    QStringList log;  // "host stage: message" of the deployment, then the run's messages
+};
+
+// `request` over the hosts of `clusterFile` as dlion run does it, to the
+// agents' release; `beforeJob` runs once they are deployed, before the job
+// is sent.
+LaunchResult launchAndWait(const QString &clusterFile, const core::JobRequest &request, const QString &runDir,
+                           const std::function<void()> &beforeJob)
+{
+    LaunchResult r;
+    auto cluster = loadCluster(clusterFile);
+    if (!cluster)
+        return r;
+    auto deployer = std::make_unique<core::Deployer>(*cluster);
+    QObject ctx;
+    // Connected before the launcher connects: runs first.
+    QObject::connect(deployer.get(), &core::Deployer::deployed, &ctx, beforeJob);
+    QObject::connect(deployer.get(), &core::Deployer::hostProgress, &ctx,
+                     [&](const QString &host, const QString &stage, const QString &m) { r.log << host + " " + stage + ": " + m; });
+    core::RunLauncher launcher;
+    bool released = false;
+    QObject::connect(&launcher, &core::RunLauncher::message, &ctx, [&](const QString &m) { r.log << m; });
+    QObject::connect(&launcher, &core::RunLauncher::finished, &ctx, [&](bool ok, const QString &m) {
+        r.ok = ok;
+        r.message = m;
+    });
+    QObject::connect(&launcher, &core::RunLauncher::failed, &ctx, [&](const QString &m) { r.message = m; });
+    QObject::connect(&launcher, &core::RunLauncher::released, &ctx, [&] { released = true; });
+    launcher.startRemote(request, std::move(deployer), clusterFile, {runDir, runDir + ".sqlite"});
+    if (!QTest::qWaitFor([&] { return released; }, 180000))
+        r.message = QStringLiteral("the run did not end within 180 s");
+    return r;
+}
+
 } // namespace
 
 class TestSshDeploy : public QObject {
@@ -90,6 +130,7 @@ private Q_SLOTS:
     void unknownHostKeyIsAskedThenDeployRunAndStop();
     void cliRunOverClusterCleansUp();
     void hostsTrainOnTheirOwnData();
+    void userModelTravelsToTheHosts();
     void cliStopRemovesAgentsOfADeadController();
     void cliAttachTakesOverAClusterRun();
     void sshAgentLogsIn();
@@ -217,6 +258,62 @@ void TestSshDeploy::hostsTrainOnTheirOwnData()
                           120000, &output),
              qPrintable(output));
     test::expectOwnData(tmp.filePath("run"), tmp.filePath("runs.sqlite"), data, dirs);
+}
+
+void TestSshDeploy::userModelTravelsToTheHosts()
+{
+    // The job's own .pt model exists only on the controller: the deployer
+    // uploads it into each host's dlion_models/ (checked by SHA-256) and the
+    // agents load that copy. Loopback shares the file system, so the
+    // controller's file is moved away before the job is sent: an agent that
+    // read the job's own path would fail.
+    if (test::pythonWithTorch().isEmpty())
+        QSKIP("/usr/bin/python3 has no torch");
+    const QString work = m_work.filePath("model");
+    QTemporaryDir tmp;
+    QString error;
+    const QString model = test::exportExampleModel(tmp.path(), {}, &error);
+    QVERIFY2(!model.isEmpty(), qPrintable(error));
+    QJsonObject installed = m_sshd.host("m1", work);
+    installed.insert("agent_path", qEnvironmentVariable("DLION_AGENT"));  // no agent upload; the model still goes
+    const QString file = m_sshd.writeCluster("model.json", {m_sshd.host("m0", work), installed}, m_sshd.path("known_hosts"));
+    const auto request = core::buildJob({}, QJsonObject{{"model", model}, {"dataset", "fashion-mnist"}, {"workers", 2},
+                                                        {"budget.max_rounds", 20}, {"eval_samples", 200}}, &error);
+    QVERIFY2(request, qPrintable(error));
+    const QString sha = request->spec.modelSha256;
+    const QString moved = model + ".moved";
+    const LaunchResult first = launchAndWait(file, *request, tmp.filePath("run1"), [&] { QFile::rename(model, moved); });
+    QVERIFY2(first.ok, qPrintable(first.message + "\n" + first.log.join('\n')));
+    QVERIFY(!QFileInfo::exists(model));
+    QVERIFY(QFileInfo::exists(tmp.filePath("run1/model.pt")));  // the trained module came back
+    const QString copy = QFileInfo(work + "/dlion_models/" + sha + ".pt").canonicalFilePath();
+    QVERIFY2(!copy.isEmpty(), qPrintable(first.log.join('\n')));
+    QCOMPARE(files::sha256Hex(copy, &error), std::optional<QString>(sha));
+    QCOMPARE(QFile(copy).permissions() & (QFile::ReadOther | QFile::ReadGroup), QFile::Permissions());
+    QVERIFY2(first.log.filter(" model: uploading the model " + model).size() >= 1, qPrintable(first.log.join('\n')));
+    QVERIFY(!QFileInfo::exists(work + "/dlion-m0") && !QFileInfo::exists(work + "/dlion-m1"));  // the copy stays
+
+    // The next run finds the copies by their hash and uploads nothing; one
+    // corrupted after the deployment fails the job, naming both hashes.
+    QVERIFY(QFile::rename(moved, model));
+    QString corrupted;
+    const LaunchResult second = launchAndWait(file, *request, tmp.filePath("run2"), [&] {
+        QFile f(copy);
+        if (f.open(QIODevice::ReadWrite) && f.seek(100) && f.write("corrupt") == 7)
+            f.close();
+        corrupted = files::sha256Hex(copy, &error).value_or(QString());
+    });
+    QVERIFY(!second.ok);
+    QCOMPARE(second.log.filter(" model: the model is on the host already: " + copy).size(), 2);
+    QVERIFY(!corrupted.isEmpty() && corrupted != sha);
+    QVERIFY2(second.message.contains("model " + copy + " has SHA-256 " + corrupted + ", but the job expects " + sha),
+             qPrintable(second.message));
+
+    // A corrupted copy found at deployment is replaced.
+    const LaunchResult third = launchAndWait(file, *request, tmp.filePath("run3"), [] {});
+    QVERIFY2(third.ok, qPrintable(third.message + "\n" + third.log.join('\n')));
+    QVERIFY2(third.log.filter(" model: uploading the model " + model).size() >= 1, qPrintable(third.log.join('\n')));
+    QCOMPARE(files::sha256Hex(copy, &error), std::optional<QString>(sha));
 }
 
 void TestSshDeploy::cliStopRemovesAgentsOfADeadController()

@@ -3,6 +3,7 @@
 #include "cluster_fixture.h"
 #include "own_data_fixture.h"
 
+#include <frame_codec.h>
 #include <model_export.h>
 #include <python_torch.h>
 
@@ -93,6 +94,7 @@ private Q_SLOTS:
     void builtinModelComesBackAsTorchScriptAndStateDict();
     void userModelTrainsOnTabularData();
     void badUserModelFailsBeforeTraining();
+    void largeUserModelComesBackWhole();
 };
 
 namespace {
@@ -375,6 +377,45 @@ void TestStrategies::badUserModelFailsBeforeTraining()
     QVERIFY(!run.ok);
     QVERIFY2(run.message.contains(colour + ": does not take the dataset's input"), qPrintable(run.message));
     QVERIFY(run.session->data().rounds(0).isEmpty());
+}
+
+void TestStrategies::largeUserModelComesBackWhole()
+{
+    // A model over the control plane's 8 MiB frame limit (2.4 M parameters,
+    // 9.4 MB) crosses in several frames: dlion run keeps it whole, and
+    // Python loads it.
+    if (test::pythonWithTorch().isEmpty())
+        QSKIP("/usr/bin/python3 has no torch");
+    QTemporaryDir dir;
+    const QString source = dir.filePath("wide_mlp.pt");
+    QString error;
+    QVERIFY2(test::runPython({"-c", "import sys, torch\nfrom torch import nn\ntorch.manual_seed(0)\n"
+                                    "torch.jit.script(nn.Sequential(nn.Flatten(), nn.Linear(784, 3000), nn.ReLU(), "
+                                    "nn.Linear(3000, 10))).save(sys.argv[1])",
+                              source},
+                             &error),
+             qPrintable(error));
+    const QString runDir = dir.filePath("run");
+    QString output;
+    QVERIFY2(test::runCli({"run", "--model", source, "--workers", "2", "--seconds", "4", "--eval-samples", "500", "--out",
+                           runDir, "--store", dir.filePath("runs.sqlite"), "--quiet"},
+                          180000, &output),
+             qPrintable(output));
+    QFile summary(runDir + "/summary.json");
+    QVERIFY(summary.open(QIODevice::ReadOnly));
+    const QJsonObject info = QJsonDocument::fromJson(summary.readAll()).object().value("final_model").toObject();
+    QCOMPARE(info.value("parameters").toInteger(), 784 * 3000 + 3000 + 3000 * 10 + 10);
+    QFile model(runDir + "/model.pt");
+    QVERIFY2(model.open(QIODevice::ReadOnly), qPrintable(output));
+    const QByteArray bytes = model.readAll();
+    QVERIFY2(bytes.size() > qint64(protocol::FrameCodec::kDefaultMaxBody), qPrintable(QString::number(bytes.size())));
+    QCOMPARE(QCryptographicHash::hash(bytes, QCryptographicHash::Sha256).toHex(), info.value("sha256").toString().toLatin1());
+    const auto loaded = test::runPython({"-c", "import sys, torch\nm = torch.jit.load(sys.argv[1])\n"
+                                               "print(tuple(m(torch.zeros(2, 1, 28, 28)).shape))",
+                                         model.fileName()},
+                                        &error);
+    QVERIFY2(loaded, qPrintable(error));
+    QCOMPARE(loaded->trimmed(), QByteArray("(2, 10)"));
 }
 
 QTEST_GUILESS_MAIN(TestStrategies)

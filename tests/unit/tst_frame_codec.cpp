@@ -18,6 +18,7 @@ private Q_SLOTS:
     void rejectsCorruptedByte();
     void rejectsOversizedFrameFromHeaderAlone();
     void handshakeFramesAreSmallUntilKeysAreSet();
+    void largeMessageSpansFramesUpToItsBound();
     void reflectedFrameFailsItsMac();
     void rejectsBadMagicVersionAndType();
     void rejectsReplayedFrame();
@@ -122,6 +123,68 @@ void TestFrameCodec::handshakeFramesAreSmallUntilKeysAreSet()
     after.setKeys({}, "k");
     QVERIFY(after.feed(big));
     QVERIFY(after.next());
+}
+
+void TestFrameCodec::largeMessageSpansFramesUpToItsBound()
+{
+    FrameCodec tx, rx;
+    tx.setKeys("k", {});
+    rx.setKeys({}, "k");
+    QByteArray blob(3 * FrameCodec::kFragmentBody + 123, Qt::Uninitialized);
+    for (qsizetype i = 0; i < blob.size(); ++i)
+        blob[i] = char(i * 7 + i / 4096);
+    const QByteArray big = tx.encode(Frame{MessageType::Finished, QCborMap{{"model", blob}}});
+    // Four frames, each under the frame limit, all but the last flagged.
+    QList<quint8> flags;
+    for (qsizetype at = 0; at < big.size();) {
+        const quint32 length = qFromBigEndian<quint32>(big.constData() + at + 12);
+        QVERIFY(length <= FrameCodec::kFragmentBody);
+        flags << quint8(big[at + 5]);
+        at += FrameCodec::kHeaderSize + length + FrameCodec::kMacSize;
+    }
+    QCOMPARE(flags, (QList<quint8>{FrameCodec::kMoreFlag, FrameCodec::kMoreFlag, FrameCodec::kMoreFlag, 0}));
+    const QByteArray wire = big + tx.encode(Frame{MessageType::Heartbeat, {}});
+    QList<Frame> got;
+    qint64 partialSeen = 0;
+    for (qsizetype at = 0; at < wire.size(); at += 256 * 1024) {
+        QVERIFY(rx.feed(wire.mid(at, 256 * 1024)));
+        while (auto f = rx.next())
+            got.append(*f);
+        partialSeen = std::max(partialSeen, rx.partialMessageBytes());
+    }
+    QVERIFY(!rx.hasError());
+    QCOMPARE(got.size(), 2);
+    QCOMPARE(got[0].type, MessageType::Finished);
+    QVERIFY(got[0].body.value("model").toByteArray() == blob);
+    QCOMPARE(got[1].type, MessageType::Heartbeat);
+    QVERIFY(partialSeen >= 2 * qint64(FrameCodec::kFragmentBody));  // the third frame came with the last
+    QCOMPARE(rx.partialMessageBytes(), 0);
+
+    // A receiver bounding messages at 2 MiB refuses the frame that crosses it.
+    FrameCodec bounded(FrameCodec::kDefaultMaxBody, 2 << 20);
+    bounded.setKeys({}, "k");
+    FrameCodec tx2;
+    tx2.setKeys("k", {});
+    QVERIFY(bounded.feed(tx2.encode(Frame{MessageType::Finished, QCborMap{{"model", blob}}})));
+    QVERIFY(!bounded.next());
+    QVERIFY2(bounded.errorString().contains("exceeds the limit"), qPrintable(bounded.errorString()));
+    // Another type inside a split message is refused.
+    FrameCodec mixed;
+    mixed.setKeys({}, "k");
+    FrameCodec tx3;
+    tx3.setKeys("k", {});
+    const QByteArray split = tx3.encode(Frame{MessageType::Finished, QCborMap{{"model", blob}}});
+    const qsizetype first = FrameCodec::kHeaderSize + FrameCodec::kFragmentBody + FrameCodec::kMacSize;
+    QVERIFY(mixed.feed(split.left(first)));
+    QVERIFY(!mixed.next());
+    QVERIFY(!mixed.feed(tx3.encode(Frame{MessageType::Heartbeat, {}})));
+    QVERIFY2(mixed.errorString().contains("heartbeat frame inside a split finished message"), qPrintable(mixed.errorString()));
+    // Before the handshake ends no message may be split.
+    FrameCodec plainTx, before;
+    QByteArray flagged = plainTx.encode(Frame{MessageType::Hello, {}});
+    flagged[5] = char(FrameCodec::kMoreFlag);
+    QVERIFY(!before.feed(flagged));
+    QVERIFY2(before.errorString().contains("flags 1 are not allowed"), qPrintable(before.errorString()));
 }
 
 void TestFrameCodec::reflectedFrameFailsItsMac()

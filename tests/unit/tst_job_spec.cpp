@@ -3,6 +3,7 @@
 #include <strategy_knobs.h>
 #include <structured_file.h>
 
+#include <QCryptographicHash>
 #include <QJsonArray>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -260,6 +261,17 @@ void TestJobSpec::modelFileFromTheJobFilesFolder()
     auto req = core::buildJob(write("user.yaml", "model: net.pt\n"), {}, &error);
     QVERIFY2(req, qPrintable(error));
     QCOMPARE(req->spec.model, model);
+    // Its SHA-256 travels with the job; a model_sha256 the job gives must match.
+    const QString sha = QCryptographicHash::hash(QByteArray("PK\x03\x04", 4) + "rest of the archive", QCryptographicHash::Sha256).toHex();
+    QCOMPARE(req->spec.modelSha256, sha);
+    QCOMPARE(protocol::JobSpec::fromJson(req->spec.toJson(), &error)->modelSha256, sha);
+    const QString other(64, 'a');
+    QVERIFY(!core::buildJob({}, QJsonObject{{"model", model}, {"model_sha256", other}}, &error));
+    QVERIFY2(error.contains(model + ": its SHA-256 is " + sha + ", not the job's model_sha256 " + other), qPrintable(error));
+    QVERIFY(!core::buildJob({}, QJsonObject{{"model", model}, {"model_sha256", "ABC"}}, &error));
+    QVERIFY2(error.contains("field \"model_sha256\" is \"ABC\"") && error.contains("64 lowercase hex"), qPrintable(error));
+    QVERIFY(!core::buildJob({}, QJsonObject{{"model", "mlp"}, {"model_sha256", other}}, &error));
+    QVERIFY2(error.contains("model \"mlp\" is not a TorchScript file"), qPrintable(error));
     // A bad name fails with the field, a missing or non-module file with its path.
     QVERIFY(!core::buildJob({}, QJsonObject{{"model", "resnet"}}, &error));
     QVERIFY2(error.contains("field \"model\" is \"resnet\"") && error.contains("TorchScript file PATH.pt"), qPrintable(error));
