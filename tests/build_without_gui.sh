@@ -5,10 +5,11 @@
 # need neither Qt Widgets, Qt PrintSupport nor Qt Svg, dlion says plainly
 # that report and compare are not in this build, and every program answers
 # --help and --version (tst_command_line). Prints how long the build took.
-# Usage: build_without_gui.sh SOURCE_DIR BUILD_DIR
+# Usage: build_without_gui.sh SOURCE_DIR BUILD_DIR [cmake -D options of the main tree]
 set -euo pipefail
 SRC=$(cd "$1" && pwd)
 BUILD=$2
+shift 2
 fail() { echo "FAIL: $*" >&2; exit 1; }
 # Relative paths in ccache's keys: a tree as deep as the main one hits its
 # objects when both were built under the same CCACHE_BASEDIR (.ci/run sets it).
@@ -16,7 +17,7 @@ export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$(dirname "$SRC")} CCACHE_NOHASHDIR=1
 
 start=$(date +%s)
 mkdir -p "$BUILD"
-cmake -S "$SRC" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDLION_BUILD_GUI=OFF >"$BUILD/configure.log" 2>&1 \
+cmake -S "$SRC" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" -DDLION_BUILD_GUI=OFF >"$BUILD/configure.log" 2>&1 \
   || { cat "$BUILD/configure.log"; fail "configure"; }
 # The programs and the command-line test; the other tests' targets are
 # configured (their CMake must hold without the GUI) but not linked, which
