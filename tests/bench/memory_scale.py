@@ -5,7 +5,9 @@ Runs `dlion run --workers N --model lenet5 --dataset fashion-mnist` and
 samples every agent's /proc/PID/smaps_rollup while it runs: Rss counts the
 shared libraries' pages in every agent, Pss divides shared pages between
 the processes that map them (so the agents' Pss adds up to what they cost
-together). Also an idle agent (LibTorch loaded, no job): the floor. Prints
+together). Also an idle agent (LibTorch loaded, no job): the floor.
+Evaluations are kept small (1000 samples every 10 s): 16 replicas scoring
+the default 10000 every 2 s left a 2-core machine little else to do. Prints
 one JSON object. Memory, not speed: it may run on a loaded machine.
 Usage: tests/bench/memory_scale.py [--workers 1,2,16] [--seconds 60] [--strategy allreduce]"""
 import argparse
@@ -67,7 +69,8 @@ def run(workers, seconds, strategy, timeout):
     with tempfile.TemporaryDirectory(prefix="dlion-mem-") as out:
         env = dict(os.environ, DLION_STORE=os.path.join(out, "store.sqlite"))
         args = [dlion_binary(), "run", "--workers", str(workers), "--strategy", strategy, "--model", "lenet5",
-                "--dataset", "fashion-mnist", "--seconds", str(seconds), "--seed", "7", "--out", out, "--quiet"]
+                "--dataset", "fashion-mnist", "--seconds", str(seconds), "--seed", "7", "--eval-samples", "1000",
+                "--eval-interval", "10", "--out", out, "--quiet"]
         proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         peak_rss, peak_pss, peak_total_pss = {}, {}, 0
         deadline = time.monotonic() + timeout
