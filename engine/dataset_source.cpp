@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <random>
 
@@ -26,16 +27,16 @@ RawDataset loadIdxPair(const std::string &dir, const std::string &prefix, const 
         if (!std::filesystem::exists(p))
             throw EngineError(what + " not found: " + p + " is missing; " + howToGet);
     }
-    IdxArray img = readIdx(images);
+    const std::vector<std::int64_t> dims = readIdxDims(images);
     IdxArray lab = readIdx(labels);
-    if (img.dims.size() != 3 || lab.dims.size() != 1 || img.dims[0] != lab.dims[0])
-        throw EngineError(what + " files in " + dir + " do not match (images " + std::to_string(img.dims[0])
+    if (dims.size() != 3 || lab.dims.size() != 1 || dims[0] != lab.dims[0])
+        throw EngineError(what + " files in " + dir + " do not match (images " + std::to_string(dims[0])
                           + " vs labels " + std::to_string(lab.dims[0]) + ")");
     RawDataset d;
-    d.size = img.dims[0];
-    d.height = int(img.dims[1]);
-    d.width = int(img.dims[2]);
-    d.pixels = std::move(img.data);
+    d.size = dims[0];
+    d.height = int(dims[1]);
+    d.width = int(dims[2]);
+    d.pixelFile = images;
     d.labels = std::move(lab.data);
     for (auto l : d.labels) {
         if (l >= d.classes)
@@ -226,6 +227,18 @@ std::vector<std::int64_t> RawDataset::classHistogram() const
             ++counts[l];
     }
     return counts;
+}
+
+void RawDataset::copySamples(const std::vector<std::int64_t> &indices, void *out) const
+{
+    if (!pixelFile.empty()) {
+        readIdxSamples(pixelFile, indices, static_cast<std::uint8_t *>(out));
+        return;
+    }
+    const std::size_t bytes = std::size_t(sampleBytes()) * (floats ? sizeof(float) : 1);
+    const char *src = floats ? reinterpret_cast<const char *>(values.data()) : reinterpret_cast<const char *>(pixels.data());
+    for (std::size_t i = 0; i < indices.size(); ++i)
+        std::memcpy(static_cast<char *>(out) + i * bytes, src + std::size_t(indices[i]) * bytes, bytes);
 }
 
 void assignLabels(RawDataset &d, const std::vector<std::int64_t> &labels, const std::vector<std::string> &classNames,

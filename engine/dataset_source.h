@@ -18,12 +18,18 @@ struct RawDataset {
     int classes = 10;
     bool floats = false;               // samples in `values`, not `pixels`
     std::vector<std::uint8_t> pixels;  // size * channels * height * width, NCHW
+    // An IDX file whose samples stay there until copySamples reads the ones
+    // asked for (then `pixels` is empty).
+    std::string pixelFile;
     std::vector<float> values;         // the same layout, for float data
     std::vector<std::uint8_t> labels;  // size
     float mean = 0.5f;  // per-pixel normalisation of bytes, in [0, 1] units
     float std = 0.5f;
 
     std::int64_t sampleBytes() const { return std::int64_t(channels) * height * width; }
+    // Samples `indices`, in that order, into `out`: sampleBytes() bytes each,
+    // or as many floats for float data.
+    void copySamples(const std::vector<std::int64_t> &indices, void *out) const;
     // Samples per label, `classes` entries.
     std::vector<std::int64_t> classHistogram() const;
 };

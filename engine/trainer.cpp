@@ -17,19 +17,13 @@ namespace dlion::engine {
 namespace {
 
 // The selected samples as an NCHW tensor: bytes stay uint8, a quarter of
-// the memory of floats (188 MB for Fashion-MNIST's training set on one
-// worker), normalised as batches are drawn; float features stay float.
+// the memory of floats, normalised as batches are drawn; float features
+// stay float.
 torch::Tensor toImages(const RawDataset &d, const std::vector<std::int64_t> &indices)
 {
-    const std::size_t item = d.floats ? sizeof(float) : 1;
-    const std::size_t bytes = std::size_t(d.sampleBytes()) * item;
     auto out = torch::empty({std::int64_t(indices.size()), d.channels, d.height, d.width},
                             d.floats ? torch::kFloat : torch::kByte);
-    auto *dst = static_cast<char *>(out.data_ptr());
-    const char *src = d.floats ? reinterpret_cast<const char *>(d.values.data())
-                               : reinterpret_cast<const char *>(d.pixels.data());
-    for (std::size_t i = 0; i < indices.size(); ++i)
-        std::memcpy(dst + i * bytes, src + std::size_t(indices[i]) * bytes, bytes);
+    d.copySamples(indices, out.data_ptr());
     return out;
 }
 
@@ -122,12 +116,16 @@ Trainer::Trainer(const protocol::JobSpec &spec) : m_spec(spec), m_rng(spec.seed 
     }
     m_scale = 1.f / (255.f * train.std);
     m_shift = train.mean / train.std;
-    m_trainX = toImages(train, mine);
     m_trainY = toLabels(train, mine);
     std::vector<std::int64_t> held(static_cast<std::size_t>(heldOut));
     std::iota(held.begin(), held.end(), usable);
-    m_heldX = toImages(train, held);
     m_heldY = toLabels(train, held);
+    // One read for both (an IDX file is streamed, not held).
+    const std::int64_t trained = std::int64_t(mine.size());
+    mine.insert(mine.end(), held.begin(), held.end());
+    const torch::Tensor samples = toImages(train, mine);
+    m_trainX = samples.narrow(0, 0, trained);
+    m_heldX = samples.narrow(0, trained, heldOut);
     if (train.floats) {
         // Float features are standardised per feature with this worker's
         // training statistics (constant features keep their scale).
@@ -244,7 +242,9 @@ EvalResult Trainer::evaluateOn(const torch::Tensor &x, const torch::Tensor &y)
     torch::NoGradGuard noGrad;
     m_model->eval();
     EvalResult r;
-    constexpr std::int64_t kChunk = 1000;
+    // Bounds the activations in flight: LeNet-5's first layer alone takes
+    // 19 MB for 1000 samples.
+    constexpr std::int64_t kChunk = 250;
     for (std::int64_t off = 0; off < x.size(0); off += kChunk) {
         const std::int64_t n = std::min(kChunk, x.size(0) - off);
         const auto logits = m_model->forward(normalised(x.narrow(0, off, n)));

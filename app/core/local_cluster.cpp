@@ -6,6 +6,9 @@
 #include <QDir>
 #include <QFileInfo>
 #include <QStandardPaths>
+#include <QThread>
+
+#include <algorithm>
 
 namespace dlion::core {
 
@@ -15,8 +18,9 @@ LocalCluster::LocalCluster(QObject *parent) : QObject(parent)
     connect(&m_startTimer, &QTimer::timeout, this, [this] {
         if (!m_failed) {
             m_failed = true;
-            Q_EMIT failed(QStringLiteral("local agents did not start within the time limit (%1 of %2 ready)")
-                              .arg(m_ready).arg(m_procs.size()));
+            Q_EMIT failed(QStringLiteral("no local agent became ready within %1 s (%2 of %3 ready); a loaded "
+                                         "machine starts them slowly: retry, or run fewer workers")
+                              .arg(m_startTimer.interval() / 1000).arg(m_ready).arg(m_ports.size()));
         }
     });
 }
@@ -52,8 +56,12 @@ void LocalCluster::start(int workers, const QByteArray &secret, int startTimeout
     m_ports = QList<quint16>(workers, 0);
     m_stdout = QList<QByteArray>(workers);
     m_restarting = QList<bool>(workers, false);
-    m_procs = QList<QProcess *>(workers, nullptr);
-    for (int i = 0; i < workers; ++i)
+    m_procs.clear();
+    // A few at a time, as many as there are cores: each agent spends about a
+    // second of CPU loading LibTorch, so 16 started at once on 2 cores all
+    // became ready only after 30 s and more. The time limit is for the next
+    // agent to become ready, not for all.
+    for (int i = 0; i < std::min(workers, std::max(1, QThread::idealThreadCount())); ++i)
         spawn(i);
     m_startTimer.start(startTimeoutMs);
 }
@@ -71,7 +79,10 @@ void LocalCluster::spawn(int i)
         }
         Q_EMIT agentExited(i, code);
     });
-    m_procs[i] = p;
+    if (i == m_procs.size())
+        m_procs.append(p);
+    else
+        m_procs[i] = p;
     QStringList args{QStringLiteral("--listen"), QString::fromLatin1(kHost) + QStringLiteral(":0"), QStringLiteral("--grace"),
                      QString::number(m_graceS)};
     if (m_graceS > 0) {
@@ -124,10 +135,16 @@ void LocalCluster::onOutput(int worker)
         Q_EMIT restarted(worker);
         return;
     }
-    if (++m_ready == m_procs.size() && !m_failed) {
+    if (m_failed)
+        return;
+    if (++m_ready == m_ports.size()) {
         m_startTimer.stop();
         Q_EMIT ready();
+        return;
     }
+    m_startTimer.start();
+    if (m_procs.size() < m_ports.size())
+        spawn(int(m_procs.size()));
 }
 
 QList<AgentEndpoint> LocalCluster::endpoints() const

@@ -12,8 +12,10 @@ namespace dlion::core {
 // The embedded micro-cloud: N dlion-agent processes on loopback.
 //
 // Each agent is started with --listen 127.0.0.1:0 --exit-with-parent and the
-// run secret in its environment; the port it prints is collected. `ready()`
-// fires when all have reported, `failed()` once if any cannot start. The
+// run secret in its environment, as many at a time as there are cores; the
+// port it prints is collected. `ready()` fires when all have reported,
+// `failed()` once if any cannot start or none becomes ready within the start
+// time limit (counted from the start and from each ready agent). The
 // agents end with this object (terminate, then kill after a grace period)
 // and, through the parent-death signal, with this process.
 class LocalCluster : public QObject {

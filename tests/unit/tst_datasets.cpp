@@ -10,6 +10,7 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <set>
 
 using namespace dlion::engine;
@@ -125,6 +126,7 @@ class TestDatasets : public QObject {
     Q_OBJECT
 private Q_SLOTS:
     void readsGzipAndPlainIdx();
+    void idxSamplesAreStreamedInAnyOrder();
     void rejectsTruncatedWrongMagicAndType();
     void missingDatasetNamesFileAndPackage();
     void lyingHeaderAllocatesNoMoreThanTheFileHolds();
@@ -164,6 +166,45 @@ void TestDatasets::readsGzipAndPlainIdx()
         QCOMPARE(int(a.data[0]), 1);
         QCOMPARE(int(a.data[11]), 2);
     }
+}
+
+void TestDatasets::idxSamplesAreStreamedInAnyOrder()
+{
+    const QByteArray bytes = idxBytes({5, 3}, 0);  // sample i holds (3i + j) % 10
+    writeGz(m_dir.filePath("s.gz"), bytes);
+    writePlain(m_dir.filePath("s.idx"), bytes);
+    const std::vector<std::int64_t> wanted{4, 0, 4, 2};
+    for (const QString name : {"s.gz", "s.idx"}) {
+        const std::string path = m_dir.filePath(name).toStdString();
+        QCOMPARE(readIdxDims(path), (std::vector<std::int64_t>{5, 3}));
+        std::vector<std::uint8_t> out(wanted.size() * 3);
+        readIdxSamples(path, wanted, out.data());
+        for (std::size_t k = 0; k < wanted.size(); ++k) {
+            for (int j = 0; j < 3; ++j)
+                QCOMPARE(int(out[k * 3 + std::size_t(j)]), int((3 * wanted[k] + j) % 10));
+        }
+        const std::string m = messageOf([&] { readIdxSamples(path, {5}, out.data()); });
+        QVERIFY2(m.find("holds 5 samples") != std::string::npos && m.find(name.toStdString()) != std::string::npos,
+                 m.c_str());
+    }
+    QByteArray truncated = idxBytes({100, 28, 28}, 0);
+    truncated.chop(500);
+    writeGz(m_dir.filePath("strunc.gz"), truncated);
+    const std::string path = m_dir.filePath("strunc.gz").toStdString();
+    std::vector<std::uint8_t> out(784);
+    readIdxSamples(path, {0}, out.data());  // whole
+    const std::string t = messageOf([&] { readIdxSamples(path, {99}, out.data()); });
+    QVERIFY2(t.find("truncated") != std::string::npos && t.find("strunc.gz") != std::string::npos, t.c_str());
+
+    // A few samples of a 64 MB file cost what they hold, not the file.
+    writeGz(m_dir.filePath("big.gz"), idxHeader({2048, 32768}) + QByteArray(64 << 20, char(3)));
+    const qint64 before = peakRssKb(true);
+    std::vector<std::uint8_t> few(16 * 32768);
+    readIdxSamples(m_dir.filePath("big.gz").toStdString(), {2047, 0, 1000, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17},
+                   few.data());
+    const qint64 grownMb = (peakRssKb() - before) / 1024;
+    QCOMPARE(int(few.back()), 3);
+    QVERIFY2(grownMb < 16, qPrintable(QString("peak RSS grew %1 MB").arg(grownMb)));
 }
 
 void TestDatasets::rejectsTruncatedWrongMagicAndType()
@@ -241,7 +282,12 @@ void TestDatasets::fashionMnistFromPackage()
     QCOMPARE(train.size, 60000);
     QCOMPARE(test.size, 10000);
     QCOMPARE(train.height, 28);
-    QCOMPARE(train.pixels.size(), std::size_t(60000 * 784));
+    // The images stay in their file until samples are asked for.
+    QVERIFY(train.pixels.empty());
+    std::vector<std::uint8_t> two(2 * 784);
+    train.copySamples({59999, 0}, two.data());
+    QVERIFY(std::any_of(two.begin(), two.begin() + 784, [](std::uint8_t b) { return b != 0; }));
+    QVERIFY(std::any_of(two.begin() + 784, two.end(), [](std::uint8_t b) { return b != 0; }));
     std::set<int> classes(train.labels.begin(), train.labels.end());
     QCOMPARE(int(classes.size()), 10);
 }
