@@ -318,6 +318,7 @@ void TestCheckpoints::batchNormStatisticsResume()
         QVERIFY(first.waitFinished(60000));
         QVERIFY2(first.ok, qPrintable(first.message));
     }
+    QVERIFY2(!checkpointsOf(dir, 0).isEmpty(), "worker 0 wrote no checkpoint");
     const engine::Checkpoint c = engine::Checkpoint::load(QDir(dir).filePath(checkpointsOf(dir, 0).last()));
     QCOMPARE(c.buffers.size(), std::size_t(2 * (8 + 16)));  // running mean and variance per channel
     const std::vector<float> saved(c.buffers.begin(), c.buffers.begin() + 8);  // the first layer's means
@@ -361,10 +362,11 @@ void TestCheckpoints::checkpointExportsForPytorch()
     const QString dir = tmp.filePath("ckpt");
     {
         test::LocalRun run;
-        QVERIFY(run.start(checkpointJob(dir, 2), 2));
+        QVERIFY(run.start(checkpointJob(dir, 3), 2));
         QVERIFY(run.waitFinished(60000));
         QVERIFY2(run.ok, qPrintable(run.message));
     }
+    QVERIFY2(!checkpointsOf(dir, 0).isEmpty(), "worker 0 wrote no checkpoint");
     const QString file = QDir(dir).filePath(checkpointsOf(dir, 0).last());
     const engine::Checkpoint c = engine::Checkpoint::load(file);
     const QString out = tmp.filePath("model.pt"), state = tmp.filePath("state.pt");
