@@ -39,5 +39,7 @@ code=$?
 set -e
 [[ $code -eq 2 ]] || fail "dlion report exited $code, expected 2: $said"
 grep -q 'DLION_BUILD_GUI' <<<"$said" || fail "dlion report does not say why it is missing: $said"
+help=$("$BUILD/bin/dlion" --help)
+! grep -qE '^ +(report|compare) ' <<<"$help" || fail "dlion --help lists report or compare in a GUI-less build"
 DLION_CLI="$BUILD/bin/dlion" DLION_AGENT="$BUILD/bin/dlion-agent" "$BUILD/bin/tst_command_line" || fail "tst_command_line"
 echo "ok"

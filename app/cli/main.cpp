@@ -38,8 +38,10 @@ const char *kCommands =
     "  knobs      List every strategy's knobs (--option KNOB=VALUE): type, range, default.\n\n"
     "Experiment store:\n"
     "  runs       List, search and delete recorded runs.\n"
+#ifdef DLION_HAVE_REPORTS
     "  report     Write a run's report (html, pdf, csv, json).\n"
     "  compare    Compare runs: time to accuracy, accuracy at budget, bytes, speedup.\n"
+#endif
     "  export     Write a run's trained model for Python (TorchScript or state_dict).\n"
     "  tag, note  Tag a run, attach a note.\n\n"
     "Run 'dlion COMMAND --help' for the options of a command.";
@@ -78,7 +80,7 @@ int main(int argc, char **argv)
     const dlion::cmdline::Page page{
         QStringLiteral("dlion"), QStringLiteral("the headless face of DLion Studio, for scripts and servers"),
         QStringLiteral("dlion COMMAND [OPTIONS]\ndlion --help | --version"), QString::fromLatin1(kCommands),
-        {QStringLiteral("dlion run --workers 4 --strategy dlion --seconds 90"), QStringLiteral("dlion report last -o report.html"),
+        {QStringLiteral("dlion run --workers 4 --strategy dlion --seconds 90"), QStringLiteral("dlion export last -o model.pt"),
          QStringLiteral("dlion run --help")},
         QStringLiteral("0 success, 1 the command failed, 2 bad usage (each command's --help has the details).")};
     if (args.size() < 2 || args[1].startsWith(QLatin1Char('-'))) {

@@ -275,7 +275,9 @@ void TestLocalCluster::attachTakesOverAfterTheCliDies()
     if (QTest::currentTestFailed())
         return;
     for (int w = 0; w < 3; ++w)
-        QVERIFY(stored.rounds(w).last().t > 19);
+        QVERIFY2(stored.rounds(w).last().t > 19,
+                 qPrintable(QStringLiteral("worker %1's last round (%2) was at %3 s of a 20 s budget")
+                                .arg(w).arg(stored.rounds(w).last().round).arg(stored.rounds(w).last().t)));
     for (qint64 pid : agents)
         QTRY_VERIFY_WITH_TIMEOUT(!test::alive(pid), 30000);
 }
