@@ -2,6 +2,7 @@
 
 #include "run_store.h"
 
+#include <frame_codec.h>
 #include <safe_file.h>
 
 #include <QCryptographicHash>
@@ -10,9 +11,6 @@
 namespace dlion::core {
 
 namespace {
-// What the control plane carries at most (FrameCodec::kDefaultMaxMessage).
-constexpr qint64 kMaxModelBytes = qint64(1) << 30;
-
 const QString kTorchScript = QStringLiteral("torchscript");
 const QString kStateDict = QStringLiteral("state_dict");
 } // namespace
@@ -57,7 +55,8 @@ bool exportFinalModel(const StoredRun &run, ModelFile which, const QString &to, 
         }
     }
     const QString from = QDir(run.info.outDir).filePath(finalModelFileName(which == ModelFile::TorchScript ? kTorchScript : kStateDict));
-    const auto bytes = files::readRegular(from, kMaxModelBytes, error);
+    // A kept model is at most what the control plane carried.
+    const auto bytes = files::readRegular(from, protocol::FrameCodec::kDefaultMaxMessage, error);
     if (!bytes)
         return false;
     if (QCryptographicHash::hash(*bytes, QCryptographicHash::Sha256).toHex() != want.toLatin1()) {
