@@ -23,6 +23,16 @@ constexpr double kMinEstimateBytes = 16 * 1024;
 // ...unless they took this long: then the link's rate dominates (a link cut
 // to a trickle only ever carries small payloads).
 constexpr double kMinEstimateS = 0.25;
+// A body this large is confirmed by a Delivered header.
+constexpr double kConfirmBytes = 1024;
+// A payload that took this long and 4x what its link's estimate says (a
+// round trip of latency cannot explain that) shows the link slower than
+// believed. A bound from a delivered payload holds for twice its time, at
+// least kSlowHoldS: long enough for the receiver's word to come back.
+constexpr double kSlowS = 0.5;
+constexpr double kSlowFactor = 4;
+constexpr double kSlowHoldS = 2;
+constexpr std::size_t kConfirmTimesKept = 16;
 
 using Clock = std::chrono::steady_clock;
 
@@ -57,7 +67,9 @@ SparseGradient sumOf(const SparseGradient &a, const SparseGradient &b)
 Mailbox::Mailbox(Comm &comm, const LinkEmulator &emulator)
     : m_comm(comm), m_emulator(emulator), m_rank(comm.rank()), m_world(comm.world()),
       m_outbox(std::size_t(m_world)), m_latest(std::size_t(kKinds), std::vector<std::int64_t>(std::size_t(m_world), -1)),
-      m_undelivered(std::size_t(m_world)), m_ceiling(std::size_t(m_world), 0.0), m_closed(std::size_t(m_world), false),
+      m_undelivered(std::size_t(m_world)), m_ceiling(std::size_t(m_world)), m_inFlight(std::size_t(m_world)),
+      m_confirmS(std::size_t(m_world)),
+      m_reported(std::size_t(m_world), 0.0), m_closed(std::size_t(m_world), false),
       m_peerEvaluating(std::size_t(m_world), false), m_sentBytes(std::size_t(m_world), 0), m_sendKeys(std::size_t(m_world)),
       m_receiveKeys(std::size_t(m_world)), m_incoming(m_world)
 {
@@ -157,11 +169,22 @@ std::vector<SparseGradient> Mailbox::takeUndelivered(int peer)
 
 torch::Tensor Mailbox::streamWithin(int peer, Outgoing &m, Clock::time_point start)
 {
-    const LinkEmulator::PacerScope network;
-    const double mbps = m_emulator.capMbps(m_rank, peer, m.t);
+    // The emulated link's rate, or on a real link the bound this sender's
+    // own slow payloads showed: a payload sized before a link was cut would
+    // otherwise hold the link for its whole size.
+    double bps = 0;
+    {
+        const LinkEmulator::PacerScope network;
+        bps = m_emulator.capMbps(m_rank, peer, m.t) * 1e6 / 8 / LinkEmulator::kWireOverhead;
+    }
+    const bool emulated = bps > 0;
+    if (!emulated) {
+        std::lock_guard lock(m_mutex);
+        bps = m_ceiling[std::size_t(peer)].bps;
+    }
     const double left = std::chrono::duration<double>(m.queued + seconds(m.deadlineS) - start).count();
-    const double carried = mbps > 0 ? std::max(0.0, left) * mbps * 1e6 / 8 / LinkEmulator::kWireOverhead : 0;
-    if (mbps <= 0 || double(m.gradient.wireBytes()) + kHeaderBytes <= carried)
+    const double carried = bps > 0 ? std::max(0.0, left) * bps : 0;
+    if (bps <= 0 || double(m.gradient.wireBytes()) + kHeaderBytes <= carried)
         return sparse_codec::encode(m.gradient);
     // An entry costs 8 bytes (index + value).
     const double room = carried - kHeaderBytes - double(sparse_codec::kHeaderInts * 4);
@@ -170,8 +193,8 @@ torch::Tensor Mailbox::streamWithin(int peer, Outgoing &m, Clock::time_point sta
     {
         std::lock_guard lock(m_mutex);
         m_undelivered[std::size_t(peer)].push_back(std::move(rest));
-        if (left > 0)
-            m_ceiling[std::size_t(peer)] = carried / left;
+        if (emulated && left > 0)
+            m_ceiling[std::size_t(peer)] = {bps, Clock::time_point::max()};
     }
     return sent.values.numel() > 0 ? sparse_codec::encode(sent) : torch::empty({0}, torch::kInt);
 }
@@ -286,17 +309,32 @@ std::vector<double> Mailbox::incomingBandwidth() const
 std::vector<double> Mailbox::outgoingEstimate(std::vector<double> reported)
 {
     constexpr double kCaughtUp = 1.5;
+    const auto now = Clock::now();
     std::lock_guard lock(m_mutex);
     for (std::size_t j = 0; j < reported.size() && j < m_ceiling.size(); ++j) {
-        double &ceiling = m_ceiling[j];
-        if (ceiling <= 0)
-            continue;
-        if (reported[j] > 0 && reported[j] <= kCaughtUp * ceiling)
-            ceiling = 0;
-        else
-            reported[j] = ceiling;
+        m_reported[j] = reported[j];
+        Ceiling &ceiling = m_ceiling[j];
+        if (ceiling.bps > 0 && (now >= ceiling.until || (reported[j] > 0 && reported[j] <= kCaughtUp * ceiling.bps)))
+            ceiling = {};
+        if (ceiling.bps > 0)
+            reported[j] = ceiling.bps;
+        // Not in yet: the link carries less than its bytes in that time.
+        const InFlight &f = m_inFlight[j];
+        if (f.bytes > 0) {
+            const double bound = slowRateLocked(int(j), f.bytes, std::chrono::duration<double>(now - f.since).count(), reported[j]);
+            if (bound > 0)
+                reported[j] = bound;
+        }
     }
     return reported;
+}
+
+double Mailbox::slowRateLocked(int peer, double bytes, double seconds, double believedBps) const
+{
+    const auto &times = m_confirmS[std::size_t(peer)];
+    const double net = seconds - (times.empty() ? 0.0 : *std::min_element(times.begin(), times.end()));
+    const bool slow = net >= kSlowS && (believedBps <= 0 || net >= kSlowFactor * bytes / believedBps);
+    return slow ? bytes / net : 0;
 }
 
 void Mailbox::report(protocol::RoundRecord &record, const std::vector<double> &bandwidth)
@@ -387,6 +425,11 @@ void Mailbox::senderLoop(int peer)
             // The header arrives first, unless it is the whole message.
             if (!sleepUntil((m.payload.numel() > 0 ? ready : done) + seconds(latencyS)))
                 return;
+            const bool confirm = double(m.payload.numel()) * 4 >= kConfirmBytes;
+            if (confirm) {
+                std::lock_guard lock(m_mutex);
+                m_inFlight[std::size_t(peer)] = {bytes, ready};
+            }
             const Comm::Request h = m_comm.isend(header, peer, kTagHeader);
             Comm::Request b;
             if (m.payload.numel() > 0) {
@@ -396,6 +439,8 @@ void Mailbox::senderLoop(int peer)
             }
             h.wait();
             b.wait();
+            if (confirm)
+                confirmDelivery(peer, ++sequence, bytes, ready);
             {
                 std::lock_guard lock(m_mutex);
                 m_sentBytes[std::size_t(peer)] += std::int64_t(bytes);
@@ -412,6 +457,30 @@ void Mailbox::senderLoop(int peer)
     }
 }
 
+void Mailbox::confirmDelivery(int peer, std::int64_t sequence, double bytes, Clock::time_point left)
+{
+    // Its send completes once the receiver has posted the receive that
+    // follows the body: the body is in.
+    auto header = torch::tensor({std::int64_t(Kind::Delivered), std::int64_t(0), std::int64_t(0), std::int64_t(0), sequence,
+                                 std::int64_t(0), std::int64_t(0)},
+                                torch::kLong);
+    const auto empty = torch::empty({0}, torch::kInt);
+    seal(m_sendKeys[std::size_t(peer)], header, empty);
+    m_comm.isend(header, peer, kTagHeader).wait();
+    const auto now = Clock::now();
+    const double tookS = std::chrono::duration<double>(now - left).count();
+    std::lock_guard lock(m_mutex);
+    m_inFlight[std::size_t(peer)].bytes = 0;
+    Ceiling &ceiling = m_ceiling[std::size_t(peer)];
+    const double slow = slowRateLocked(peer, bytes, tookS, ceiling.bps > 0 ? ceiling.bps : m_reported[std::size_t(peer)]);
+    if (slow > 0)
+        ceiling = {slow, now + seconds(std::max(kSlowHoldS, 2 * tookS))};
+    auto &times = m_confirmS[std::size_t(peer)];
+    times.push_back(tookS);
+    if (times.size() > kConfirmTimesKept)
+        times.pop_front();
+}
+
 void Mailbox::receiverLoop(int peer)
 {
     try {
@@ -422,7 +491,7 @@ void Mailbox::receiverLoop(int peer)
             const auto headerArrived = Clock::now();
             const auto *h = header.data_ptr<std::int64_t>();
             const std::int64_t kind = h[0], words = h[2];
-            if (kind < std::int64_t(Kind::Data) || kind > std::int64_t(Kind::Bye) || words < 0 || words > kMaxWords)
+            if (kind < std::int64_t(Kind::Data) || kind >= kKinds || words < 0 || words > kMaxWords)
                 throw EngineError("malformed message header from worker rank " + std::to_string(peer) + " (kind "
                                   + std::to_string(kind) + ", " + std::to_string(words) + " words)");
             Message m;
@@ -446,6 +515,8 @@ void Mailbox::receiverLoop(int peer)
                 continue;
             }
             lastSequence = h[4];
+            if (m.kind == Kind::Delivered)
+                continue;  // its arrival was the point
             if (m.kind == Kind::Bye) {
                 {
                     std::lock_guard lock(m_mutex);

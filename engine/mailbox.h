@@ -38,6 +38,15 @@ class LinkEmulator;
 // under 16 KiB that took under 0.25 s give no sample (timer noise and, on
 // real links, Gloo's handshake dominate them).
 //
+// Senders see their links too. Gloo hands a message's bytes over only once
+// the receiver has posted its receive, and a receiver posts the next one
+// when the previous body is in; so after a body of 1 KiB or more the sender
+// sends an empty Delivered header, whose send completes when that body has
+// arrived. Until then the body is in flight, and its bytes over the time
+// since it left bound the link's rate: a link cut mid-run shows at once on
+// the sender's side, where the receiver's measurement would come back over
+// a link that may be just as slow, behind the payloads queued on it.
+//
 // Every message carries a MAC under the key of its link's direction over
 // its sequence number, header and body: a message that fails it (a
 // stranger's, a replayed or a reflected one) is dropped and counted, never
@@ -49,8 +58,9 @@ class LinkEmulator;
 // a malformed frame surfaces as an exception from check() and waitUntil().
 class Mailbox {
 public:
-    enum class Kind : std::int64_t { Data = 1, Control, Eval, Barrier, Score, Model, Evaluating, Bye };
-    static constexpr int kKinds = int(Kind::Bye) + 1;
+    // Delivered is the sender's own: see senderLoop().
+    enum class Kind : std::int64_t { Data = 1, Control, Eval, Barrier, Score, Model, Evaluating, Bye, Delivered };
+    static constexpr int kKinds = int(Kind::Delivered) + 1;
     struct Message {
         int from = -1;
         Kind kind = Kind::Data;
@@ -122,9 +132,11 @@ public:
     std::vector<double> incomingBandwidth() const;
     // `reported`: bytes/s of each outgoing link as its receiver measured it
     // (0 = unknown). Returns it lowered to what this worker's own sends saw
-    // a link carry when a payload streamed to its deadline: the receiver's
-    // word comes back over a link that may be just as slow, so it lags. The
-    // sender's bound holds until the receiver's estimate has come down to it.
+    // a link carry: a payload in flight for 0.25 s or more, one delivered
+    // that slowly, or one streamed to its deadline. The receiver's word
+    // comes back over a link that may be just as slow, so it lags; a bound
+    // from a delivered payload holds until the receiver's estimate has come
+    // down to it or a later payload shows the link faster.
     std::vector<double> outgoingEstimate(std::vector<double> reported);
     // Fills a round's per-link bytes (put on the links since the last report) and
     // outgoing-link estimates (from the n x n matrix `bandwidth`, bytes/s).
@@ -165,6 +177,13 @@ private:
     // The largest entries of `m.gradient` that the link carries between
     // `start` and the message's deadline; the rest goes to m_undelivered.
     torch::Tensor streamWithin(int peer, Outgoing &m, Clock::time_point start);
+    // Sends `peer` the Delivered header (sequence number `sequence`) for a
+    // message of `bytes` that left at `left`, and keeps what its time says.
+    void confirmDelivery(int peer, std::int64_t sequence, double bytes, Clock::time_point left);
+    // The rate `bytes` taking `seconds` on the link to `peer` shows, beyond
+    // its latency, if far slower than `believedBps` (0: unknown); else 0.
+    // Under m_mutex.
+    double slowRateLocked(int peer, double bytes, double seconds, double believedBps) const;
     void receiverLoop(int peer);
     // Counts and reports a message from `peer` that is not applied.
     void reject(int peer, const char *why);
@@ -185,7 +204,22 @@ private:
     std::deque<Message> m_inbox;
     std::vector<std::vector<std::int64_t>> m_latest;  // [kind][peer]
     std::vector<std::vector<SparseGradient>> m_undelivered;
-    std::vector<double> m_ceiling;  // per peer: bytes/s a deadline-bound send carried (0 = none)
+    // Per peer: bytes/s a slow or deadline-bound send carried (0 = none),
+    // believed until `until`.
+    struct Ceiling {
+        double bps = 0;
+        Clock::time_point until = Clock::time_point::max();
+    };
+    std::vector<Ceiling> m_ceiling;
+    struct InFlight {
+        double bytes = 0;  // 0: nothing awaits its Delivered
+        Clock::time_point since;
+    };
+    std::vector<InFlight> m_inFlight;  // per peer
+    // Per peer: the times of the last few confirmed messages; the least is
+    // the link's latency and handshake, which no payload size explains.
+    std::vector<std::deque<double>> m_confirmS;
+    std::vector<double> m_reported;     // per peer: the receiver's last estimate, bytes/s
     std::vector<bool> m_closed;
     std::vector<bool> m_peerEvaluating;
     Clock::time_point m_evaluatingSince{};

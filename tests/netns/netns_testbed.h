@@ -140,10 +140,15 @@ private:
 
     // A 4 KB bucket: enough to hold the rate between timer ticks, small
     // enough that an idle link's full bucket barely speeds a short transfer.
+    // The queue holds 50 ms at the rate, and at least 32 full frames as a
+    // router's does: 50 ms of a link cut to a trickle is under one frame,
+    // and a queue that drops nearly every packet of a window measures TCP's
+    // retransmission backoff (seconds per lost window), not the link.
     void shape(const QString &n, const QString &dev, double mbps, const QString &verb = QStringLiteral("add"))
     {
+        const auto limit = std::max<qint64>(qint64(mbps * 1e6 / 8 * 0.050), 32 * 1514);
         run("ip", {"netns", "exec", n, "tc", "qdisc", verb, "dev", dev, "root", "tbf", "rate",
-                   QStringLiteral("%1mbit").arg(mbps), "burst", "32kbit", "latency", "50ms"});
+                   QStringLiteral("%1mbit").arg(mbps), "burst", "32kbit", "limit", QString::number(limit)});
     }
 
     void ns(const QString &n, const QStringList &args) { cmd(QStringList{"-n", n} + args); }
