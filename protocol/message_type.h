@@ -7,7 +7,9 @@ namespace dlion::protocol {
 // Wire version; a peer with another version is refused at the handshake.
 // 2: one session key per direction (1 had one for both).
 // 3: a large message may span several frames (FrameCodec::kMoreFlag).
-inline constexpr std::uint8_t kProtocolVersion = 3;
+// 4: the workers' data plane has a Delivered message (engine/mailbox.h),
+//    which a version-3 worker would take for a malformed frame.
+inline constexpr std::uint8_t kProtocolVersion = 4;
 
 enum class MessageType : std::uint16_t {
     // Handshake (see handshake.h).
