@@ -57,6 +57,7 @@ void TimeSeriesPlot::clearSeries()
     m_maxValue = 0;
     m_follow = true;
     legend->setVisible(false);
+    setPlottingHint(QCP::phFastPolylines, false);
 }
 
 void TimeSeriesPlot::addSeries(const core::BoundedSeries *series, const QString &name, const QPen &pen, bool inLegend,
@@ -67,6 +68,11 @@ void TimeSeriesPlot::addSeries(const core::BoundedSeries *series, const QString 
     g->setName(name);
     g->setPen(pen);
     g->setAdaptiveSampling(true);
+    // Noisy per-round series in pens wider than 1 px took 50-110 ms a paint,
+    // stroked as paths; fast polylines only coarsen the joins. With 1 px
+    // pens they are slower than Qt's own polyline (bench_dashboard).
+    if (pen.widthF() > 1)
+        setPlottingHint(QCP::phFastPolylines, true);
     if (inLegend)
         legend->setVisible(true);
     else
