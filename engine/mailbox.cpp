@@ -408,10 +408,7 @@ void Mailbox::senderLoop(int peer)
                     : m.deadlineS > 0                      ? streamWithin(peer, m, start)
                                                            : sparse_codec::encode(m.gradient);
             }
-            auto header = torch::tensor({std::int64_t(m.kind), m.round, m.payload.numel(), m.aux, ++sequence, std::int64_t(0),
-                                         std::int64_t(0)},
-                                        torch::kLong);
-            seal(m_sendKeys[std::size_t(peer)], header, m.payload);
+            torch::Tensor header = sealedHeader(peer, m.kind, m.round, m.aux, ++sequence, m.payload);
             const double bytes = kHeaderBytes + double(m.payload.numel()) * 4;
             double transmitS = 0;
             {
@@ -461,11 +458,7 @@ void Mailbox::confirmDelivery(int peer, std::int64_t sequence, double bytes, Clo
 {
     // Its send completes once the receiver has posted the receive that
     // follows the body: the body is in.
-    auto header = torch::tensor({std::int64_t(Kind::Delivered), std::int64_t(0), std::int64_t(0), std::int64_t(0), sequence,
-                                 std::int64_t(0), std::int64_t(0)},
-                                torch::kLong);
-    const auto empty = torch::empty({0}, torch::kInt);
-    seal(m_sendKeys[std::size_t(peer)], header, empty);
+    torch::Tensor header = sealedHeader(peer, Kind::Delivered, 0, 0, sequence, torch::empty({0}, torch::kInt));
     m_comm.isend(header, peer, kTagHeader).wait();
     const auto now = Clock::now();
     const double tookS = std::chrono::duration<double>(now - left).count();
@@ -549,6 +542,15 @@ void Mailbox::receiverLoop(int peer)
     } catch (...) {
         fail(std::current_exception());
     }
+}
+
+torch::Tensor Mailbox::sealedHeader(int peer, Kind kind, std::int64_t round, std::int64_t aux, std::int64_t sequence,
+                                    const torch::Tensor &body) const
+{
+    auto header = torch::tensor({std::int64_t(kind), round, body.numel(), aux, sequence, std::int64_t(0), std::int64_t(0)},
+                                torch::kLong);
+    seal(m_sendKeys[std::size_t(peer)], header, body);
+    return header;
 }
 
 void Mailbox::seal(const QByteArray &key, torch::Tensor &header, const torch::Tensor &body)

@@ -177,6 +177,9 @@ private:
     // The largest entries of `m.gradient` that the link carries between
     // `start` and the message's deadline; the rest goes to m_undelivered.
     torch::Tensor streamWithin(int peer, Outgoing &m, Clock::time_point start);
+    // The header of a message to `peer` with `body`, sealed under its key.
+    torch::Tensor sealedHeader(int peer, Kind kind, std::int64_t round, std::int64_t aux, std::int64_t sequence,
+                               const torch::Tensor &body) const;
     // Sends `peer` the Delivered header (sequence number `sequence`) for a
     // message of `bytes` that left at `left`, and keeps what its time says.
     void confirmDelivery(int peer, std::int64_t sequence, double bytes, Clock::time_point left);
