@@ -16,11 +16,12 @@ void AllreduceStrategy::exchange(torch::Tensor &grad, RoundContext &ctx)
 {
     const int n = m_comm.world();
     // Comm paces the ring on the emulated links: 2(n-1) steps of bytes/n.
+    torch::Tensor &sent = ctx.gradWithControl.defined() ? ctx.gradWithControl : grad;
     const auto start = std::chrono::steady_clock::now();
-    m_comm.allreduceSum(grad);
+    m_comm.allreduceSum(sent);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     grad.div_(n);
-    const double bytes = 2.0 * (n - 1) / n * double(grad.numel() * grad.element_size());
+    const double bytes = 2.0 * (n - 1) / n * double(sent.numel() * sent.element_size());
     ctx.record->bytesSent = std::int64_t(bytes);
     ctx.record->linkFraction.assign(std::size_t(n), 0.0);
     ctx.record->linkMbps.assign(std::size_t(n), 0.0);

@@ -9,7 +9,8 @@ namespace dlion::engine {
 // replicas take the same step and stay identical. No knobs. On emulated
 // links the all-reduce lasts as long as a ring all-reduce over the caps:
 // each worker moves 2(n-1)/n of the gradient to its ring successor, so the
-// slowest ring link sets the pace.
+// slowest ring link sets the pace. The round's control slots ride along
+// with the gradient (RoundContext::gradWithControl): one collective a round.
 
 class AllreduceStrategy : public Strategy {
 public:

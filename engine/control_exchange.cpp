@@ -2,8 +2,6 @@
 
 #include "comm.h"
 
-#include <algorithm>
-
 namespace dlion::engine {
 
 ControlExchange::ControlExchange(Comm &comm)
@@ -12,11 +10,24 @@ ControlExchange::ControlExchange(Comm &comm)
 
 void ControlExchange::exchange(const double (&mine)[SlotCount], const std::vector<double> &incoming)
 {
-    m_buf.zero_();
-    auto *p = m_buf.data_ptr<double>() + m_comm.rank() * m_stride;
-    std::copy(std::begin(mine), std::end(mine), p);
-    std::copy(incoming.begin(), incoming.end(), p + SlotCount);
+    pack(mine, incoming, m_buf);
     m_comm.allreduceSum(m_buf);
+}
+
+void ControlExchange::pack(const double (&mine)[SlotCount], const std::vector<double> &incoming,
+                           torch::Tensor block) const
+{
+    TORCH_CHECK(block.numel() == m_buf.numel(), "control block of ", block.numel(), " values, ", m_buf.numel(), " needed");
+    std::vector<double> row(std::begin(mine), std::end(mine));
+    row.insert(row.end(), incoming.begin(), incoming.end());
+    block.zero_();
+    block.narrow(0, std::int64_t(m_comm.rank()) * m_stride, std::int64_t(row.size()))
+        .copy_(torch::from_blob(row.data(), {std::int64_t(row.size())}, torch::kDouble));
+}
+
+void ControlExchange::unpack(const torch::Tensor &block)
+{
+    m_buf.copy_(block);
 }
 
 double ControlExchange::at(int worker, Slot s) const { return m_buf.data_ptr<double>()[worker * m_stride + s]; }

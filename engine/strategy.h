@@ -32,6 +32,11 @@ struct RoundContext {
     // Strategies on a Mailbox call it while they wait for peers; false:
     // stop waiting, the worker is leaving its group.
     std::function<bool()> keepWaiting;
+    // All-reduce: the gradient followed by the control slots, which its
+    // all-reduce sums along; `packControl(batch)` writes them once the
+    // round's batch is computed. Undefined or empty otherwise.
+    torch::Tensor gradWithControl;
+    std::function<void(std::int64_t batch)> packControl;
 };
 
 // A distributed training strategy: how much each worker computes and how

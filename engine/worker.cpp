@@ -278,7 +278,8 @@ WorkerResult Worker::run()
 
     LinkEmulator emulator(m_spec.emulation, m_spec.world);
     setState(protocol::WorkerState::Loading);
-    Trainer trainer(m_spec);
+    // All-reduce's gradient carries the control slots of the largest group.
+    Trainer trainer(m_spec, exchangesMessages(m_spec.strategy) ? 0 : ControlExchange::blockSize(m_spec.world));
     qCInfo(lcEngine) << "worker" << m_spec.rank << "holds" << trainer.localTrainSize() << "training samples,"
                      << trainer.parameterCount() << "parameters";
     if (m_hooks.data)
@@ -389,11 +390,11 @@ protocol::EvalRecord Worker::evaluateGroup(Comm &comm, Trainer &trainer, Progres
     return e;
 }
 
-bool Worker::ownBudgetSpent(const Progress &progress) const
+bool Worker::ownBudgetSpent(const Progress &progress, int roundsAhead) const
 {
     const auto &budget = m_spec.budget;
     return (budget.seconds > 0 && progress.elapsed() >= budget.seconds)
-        || (budget.maxRounds > 0 && progress.result.rounds >= budget.maxRounds);
+        || (budget.maxRounds > 0 && progress.result.rounds + roundsAhead >= budget.maxRounds);
 }
 
 bool Worker::epochsSpent(double groupSamples, const Trainer &trainer) const
@@ -430,6 +431,8 @@ void Worker::runRound(Strategy &strategy, Trainer &trainer, LinkEmulator &emulat
     rec.loss = trainer.computeGradient(batch);
     const double computeS = pacer.end(factor);
     progress.meter.add(double(batch), computeS);
+    if (ctx.packControl)
+        ctx.packControl(batch);
 
     const auto t1 = Clock::now();
     strategy.exchange(trainer.flatGrad(), ctx);
@@ -471,26 +474,41 @@ Worker::GroupEnd Worker::train(Comm &comm, Trainer &trainer, LinkEmulator &emula
     ComputePacer pacer(m_spec.threads);
     WorkerResult &result = progress.result;
 
-    auto exchangeControl = [&] {
-        double mine[ControlExchange::SlotCount] = {};
+    // This worker's control slots; `inFlight` is the batch of the round
+    // whose gradient all-reduce carries them (0: they travel alone, between
+    // rounds), counted as done.
+    auto controlSlots = [&](std::int64_t inFlight, double (&mine)[ControlExchange::SlotCount]) {
         mine[ControlExchange::Rate] = progress.meter.rate();
-        mine[ControlExchange::Samples] = double(result.samples);
+        mine[ControlExchange::Samples] = double(result.samples + inFlight);
         mine[ControlExchange::Stop] = m_stop ? 1 : 0;
         mine[ControlExchange::Pause] = m_pause ? 1 : 0;
         mine[ControlExchange::Merge] = m_merge.exchange(false) ? 1 : 0;
         mine[ControlExchange::Regroup] = m_regroupPending ? 1 : 0;
         if (rank == 0) {
-            if (ownBudgetSpent(progress) || epochsSpent(control.sum(ControlExchange::Samples), trainer))
+            if (ownBudgetSpent(progress, inFlight > 0 ? 1 : 0)
+                || epochsSpent(control.sum(ControlExchange::Samples), trainer))
                 mine[ControlExchange::Stop] = 1;
             mine[ControlExchange::Eval] = progress.elapsed() - progress.lastEvalT >= m_spec.evalIntervalS ? 1 : 0;
         }
+    };
+    auto exchangeControl = [&] {
+        double mine[ControlExchange::SlotCount] = {};
+        controlSlots(0, mine);
         control.exchange(mine, strategy->incomingBandwidth());
     };
+    const std::int64_t controlSize = ControlExchange::blockSize(world);
+    const torch::Tensor gradWithControl = trainer.gradWithTail(controlSize);
+    const torch::Tensor controlBlock = gradWithControl.narrow(0, trainer.parameterCount(), controlSize);
 
     setState(protocol::WorkerState::Running);
+    // A group's first round, and one after a pause, exchange the control
+    // slots alone; every other round's came with the last round's gradient.
+    bool controlCarried = false;
     // Bounded by the budget, which the job spec guarantees is set.
     for (;;) {
-        exchangeControl();
+        if (!controlCarried)
+            exchangeControl();
+        controlCarried = false;
         if (control.any(ControlExchange::Stop))
             break;
         if (control.any(ControlExchange::Regroup))
@@ -527,7 +545,15 @@ Worker::GroupEnd Worker::train(Comm &comm, Trainer &trainer, LinkEmulator &emula
         for (int w = 0; w < world; ++w)
             ctx.rates.push_back(control.at(w, ControlExchange::Rate));
         ctx.bandwidth = control.bandwidth();
+        ctx.gradWithControl = gradWithControl;
+        ctx.packControl = [&](std::int64_t batch) {
+            double mine[ControlExchange::SlotCount] = {};
+            controlSlots(batch, mine);
+            control.pack(mine, strategy->incomingBandwidth(), controlBlock);
+        };
         runRound(*strategy, trainer, emulator, progress, pacer, ctx, members);
+        control.unpack(controlBlock);
+        controlCarried = true;
     }
     return finish(comm, trainer, progress);
 }

@@ -114,7 +114,8 @@ private:
     void checkModelSizes(Comm &comm, const protocol::GroupPlan &plan, Trainer &trainer);
     void joinGroup(Comm &comm, const protocol::GroupPlan &plan, Trainer &trainer, LinkEmulator &emulator,
                    Progress &progress);
-    // All-reduce: every round starts with the control all-reduce.
+    // All-reduce: the control slots ride on each round's gradient
+    // all-reduce; a group's first round exchanges them alone.
     GroupEnd train(Comm &comm, Trainer &trainer, LinkEmulator &emulator, Progress &progress);
     // Every other strategy: control rows travel through the Mailbox, and
     // no call waits on a collective until the final evaluation.
@@ -131,7 +132,8 @@ private:
     GroupEnd finish(Comm &comm, Trainer &trainer, Progress &progress);
     // The time and rounds budgets, each worker's own; the epochs budget,
     // which counts the samples of the whole group.
-    bool ownBudgetSpent(const Progress &progress) const;
+    // `roundsAhead`: rounds under way, counted as done.
+    bool ownBudgetSpent(const Progress &progress, int roundsAhead = 0) const;
     bool epochsSpent(double groupSamples, const Trainer &trainer) const;
     // Reports a strategy's merge, naming workers by id.
     std::function<void(const protocol::MergeEvent &)> mergeHook(const QList<int> &members) const;

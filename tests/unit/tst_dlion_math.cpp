@@ -7,6 +7,7 @@
 #include <knowledge_transfer.h>
 #include <link_emulator.h>
 #include <link_pacer.h>
+#include <allreduce_strategy.h>
 #include <authenticated_store.h>
 #include <comm.h>
 #include <control_exchange.h>
@@ -111,6 +112,7 @@ private Q_SLOTS:
     void storeAnswersOnlyHoldersOfTheKey();
     void strangerOnAGlooPairBreaksTheRendezvous();
     void controlExchangeGivesEveryWorkerEveryRow();
+    void allreduceCarriesTheControlSlotsWithItsGradient();
     void controlRowsAgreeOnFlagsAndLinks();
     void evalCollectorReportsAnIndexOnceEveryReplicaReachedIt();
 };
@@ -732,6 +734,58 @@ void TestDlionMath::controlExchangeGivesEveryWorkerEveryRow()
         QVERIFY(stop[r]);
         QVERIFY(!pause[r]);
         QCOMPARE(samples[r], 30.0);
+    }
+}
+
+void TestDlionMath::allreduceCarriesTheControlSlotsWithItsGradient()
+{
+    // Each rank's gradient is r + 1 everywhere; its slots follow it in
+    // memory and the one all-reduce of the round sums both.
+    constexpr std::int64_t kParams = 5;
+    const std::int64_t block = ControlExchange::blockSize(2);
+    std::vector<float> grad[2];
+    std::vector<double> seen[2];
+    bool stop[2] = {false, false}, pause[2] = {true, true};
+    double samples[2] = {0, 0};
+    std::int64_t bytes[2] = {0, 0};
+    const std::string error = onTwoRanks({}, [&](int r, Comm &comm, LinkEmulator &) {
+        ControlExchange control(comm);
+        auto all = torch::zeros({kParams + block});
+        auto g = all.narrow(0, 0, kParams);
+        g.fill_(float(r + 1));
+        double mine[ControlExchange::SlotCount] = {};
+        mine[ControlExchange::Rate] = 100.0 * (r + 1);
+        mine[ControlExchange::Samples] = 1e6 + r;  // a float holds counts exactly up to 2^24
+        mine[ControlExchange::Stop] = r == 1 ? 1 : 0;
+        std::vector<double> incoming(2, 0.0);
+        incoming[std::size_t(1 - r)] = 1e6 * (r + 1);
+        control.pack(mine, incoming, all.narrow(0, kParams, block));
+        AllreduceStrategy strategy(dlion::protocol::JobSpec{}, comm);
+        dlion::protocol::RoundRecord rec;
+        RoundContext ctx;
+        ctx.record = &rec;
+        ctx.gradWithControl = all;
+        strategy.exchange(g, ctx);
+        control.unpack(all.narrow(0, kParams, block));
+        grad[r] = std::vector<float>(g.data_ptr<float>(), g.data_ptr<float>() + kParams);
+        seen[r] = {control.at(0, ControlExchange::Rate), control.at(1, ControlExchange::Rate)};
+        const auto bw = control.bandwidth();
+        seen[r].insert(seen[r].end(), bw.begin(), bw.end());
+        stop[r] = control.any(ControlExchange::Stop);
+        pause[r] = control.any(ControlExchange::Pause);
+        samples[r] = control.sum(ControlExchange::Samples);
+        bytes[r] = rec.bytesSent;
+    });
+    QVERIFY2(error.empty(), error.c_str());
+    const std::vector<double> expected{100, 200, 0, 2e6, 1e6, 0};
+    for (int r = 0; r < 2; ++r) {
+        QCOMPARE(grad[r], std::vector<float>(kParams, 1.5f));  // the mean gradient, slots apart
+        QCOMPARE(seen[r], expected);
+        QVERIFY(stop[r]);
+        QVERIFY(!pause[r]);
+        QCOMPARE(samples[r], 2e6 + 1);
+        // The ring moves 2(n-1)/n of everything all-reduced: gradient and slots.
+        QCOMPARE(bytes[r], std::int64_t((kParams + block) * sizeof(float)));
     }
 }
 
