@@ -93,6 +93,7 @@ int main(int argc, char *argv[])
     parser.addOption({"fps", "Telemetry frames per second (default 50).", "F", "50"});
     parser.addOption({"seconds", "Duration (default 20).", "S", "20"});
     parser.addOption({"refresh", "Dashboard refresh rate in Hz (default 30).", "HZ", "30"});
+    parser.addOption({"screenshot", "Save the dashboard as it ends to FILE (PNG), to look at.", "FILE"});
     parser.process(app);
     const int workers = qMax(1, parser.value("workers").toInt());
     const int fps = qMax(1, parser.value("fps").toInt());
@@ -134,6 +135,10 @@ int main(int argc, char *argv[])
     refresh.start(1000 / hz);
     QTimer::singleShot(int(seconds * 1000), &app, &QCoreApplication::quit);
     app.exec();
+    if (parser.isSet("screenshot") && !dashboard.grab().save(parser.value("screenshot"), "PNG")) {
+        std::fprintf(stderr, "cannot write %s\n", qPrintable(parser.value("screenshot")));
+        return 1;
+    }
 
     // QCustomPlot's own running average of each plot's paint time.
     QJsonObject perPlot;
