@@ -102,31 +102,36 @@ def main():
     for seed in range(1, a.seeds + 1):
         tta["dlion"].append(engine_to_target(2, seed))
         tta["pytorch"].append(pytorch(2, 1, 4000, TARGET, seed)["time_to_target"])
+    # The best samples/s of each system and configuration.
+    rate = {("dlion", c): best_of(runs, "samples_per_s") for c, runs in dl.items()}
+    rate.update({("pytorch", c): best_of(runs, "samples_per_s") for c, runs in pt.items()})
+    rate[("bare", (1, 1))] = best_of(bare, "samples_per_s")
+
+    def ratio(a, b):
+        return round(rate[a] / rate[b], 3)
+
     results = []
     for (workers, threads) in configs:
         results.append({"system": "dlion", "workers": workers, "threads": threads,
-                        "samples_per_s": round(best_of(dl[(workers, threads)], "samples_per_s"), 1),
+                        "samples_per_s": round(rate[("dlion", (workers, threads))], 1),
                         "fixed_cost_ms": [r["fixed_cost_ms"] for r in dl[(workers, threads)]],
                         "peak_rss_mb_per_agent": dl[(workers, threads)][-1]["rss"]})
         results.append({"system": "pytorch" if workers == 1 else "pytorch-ddp", "workers": workers, "threads": threads,
-                        "samples_per_s": round(best_of(pt[(workers, threads)], "samples_per_s"), 1)})
-
+                        "samples_per_s": round(rate[("pytorch", (workers, threads))], 1)})
     results.append({"system": "libtorch-bare", "workers": 1, "threads": 1,
-                    "samples_per_s": round(best_of(bare, "samples_per_s"), 1)})
+                    "samples_per_s": round(rate[("bare", (1, 1))], 1)})
 
-    def ratio(workers, threads):
-        return round(best_of(dl[(workers, threads)], "samples_per_s") / best_of(pt[(workers, threads)], "samples_per_s"), 3)
-
+    single, two_threads = (1, 1), (1, 2)
     out = {
         "benchmark": "engine_vs_pytorch",
         "results": results,
-        "ratio_single": ratio(1, 1),
-        "ratio_single_vs_bare_libtorch": round(best_of(dl[(1, 1)], "samples_per_s") / best_of(bare, "samples_per_s"), 3),
-        "ratio_bare_libtorch_vs_pytorch": round(best_of(bare, "samples_per_s") / best_of(pt[(1, 1)], "samples_per_s"), 3),
-        "ratio_single_2_threads": ratio(1, 2),
-        "ratio_2workers_vs_ddp": ratio(2, 1),
-        "thread_scaling": {"dlion": round(best_of(dl[(1, 2)], "samples_per_s") / best_of(dl[(1, 1)], "samples_per_s"), 3),
-                           "pytorch": round(best_of(pt[(1, 2)], "samples_per_s") / best_of(pt[(1, 1)], "samples_per_s"), 3)},
+        "ratio_single": ratio(("dlion", single), ("pytorch", single)),
+        "ratio_single_vs_bare_libtorch": ratio(("dlion", single), ("bare", single)),
+        "ratio_bare_libtorch_vs_pytorch": ratio(("bare", single), ("pytorch", single)),
+        "ratio_single_2_threads": ratio(("dlion", two_threads), ("pytorch", two_threads)),
+        "ratio_2workers_vs_ddp": ratio(("dlion", (2, 1)), ("pytorch", (2, 1))),
+        "thread_scaling": {"dlion": ratio(("dlion", two_threads), ("dlion", single)),
+                           "pytorch": ratio(("pytorch", two_threads), ("pytorch", single))},
         "targets": TARGETS,
     }
     if a.seeds:
