@@ -17,8 +17,11 @@ Prints one JSON object (results = per-configuration medians and the runs'
 figures, checks = the targets) followed by a markdown table.
 --quick: iid only, the five strategies, one seed, 20 s budget, evaluation
 on 1000 test images (about 3 minutes on a 2-core machine); a smoke run, not
-statistics: the full table takes three seeds.
-Usage: tests/bench/paper_table.py [--quick] [--seconds S] [--seeds N]"""
+statistics: the full table takes three seeds. --partitions and --dataset
+choose the main rows' partitions and data set; a quick run on a non-iid
+partition adds DLion without DKT there.
+Usage: tests/bench/paper_table.py [--quick] [--seconds S] [--seeds N]
+                                  [--partitions P,...] [--dataset D]"""
 import argparse
 import json
 import statistics
@@ -99,16 +102,22 @@ def main():
     p.add_argument("--quick", action="store_true")
     p.add_argument("--seconds", type=float)
     p.add_argument("--seeds", type=int)
+    p.add_argument("--partitions", help="comma-separated, e.g. iid,dirichlet:0.3")
+    p.add_argument("--dataset", help="the main rows' data set (default fashion-mnist)")
     a = p.parse_args()
     seconds = a.seconds or (20 if a.quick else 60)
     seeds = [7 + 10 * i for i in range(a.seeds or (1 if a.quick else 3))]
-    partitions = ["iid"] if a.quick else ["iid", "dirichlet:0.3"]
+    partitions = a.partitions.split(",") if a.partitions else ["iid"] if a.quick else ["iid", "dirichlet:0.3"]
     # Scoring every replica is most of a short run's wall time.
     cluster = [*CLUSTER, "--eval-samples", "1000"] if a.quick else CLUSTER
+    if a.dataset:
+        cluster = [*cluster, "--dataset", a.dataset]
     rows = []
     for part in partitions:
         for strategy in STRATEGIES:
             rows.append(config(strategy, strategy, part, seconds, seeds, cluster))
+        if a.quick and part != "iid":
+            rows.append(config("dlion without dkt", "dlion", part, seconds, seeds, [*cluster, "--option", "dkt=false"]))
     if not a.quick:
         for knob in ("wdb", "prioritized", "dkt"):
             rows.append(config(f"dlion without {knob}", "dlion", "iid", seconds, seeds,
@@ -139,6 +148,9 @@ def main():
             "targets": {"speedup_to_85_vs_allreduce": 2.0, "ahead_of_every_baseline": True,
                         "accuracy_margin_points": 0 if part == "iid" else 5},
         }
+        off = [r for r in rows if r["partition"] == part and r["label"] == "dlion without dkt"]
+        if off:
+            checks[part]["dkt_gain_points"] = round(100 * (d["final_accuracy"][0] - off[0]["final_accuracy"][0]), 2)
     shapes = {r["strategy"]: r for r in rows if r["label"].endswith(", shapes")}
     if shapes:
         best_base = max(BASELINES, key=lambda b: shapes[b]["final_accuracy"][0])
