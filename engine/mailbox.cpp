@@ -23,6 +23,8 @@ constexpr double kMinEstimateBytes = 16 * 1024;
 // ...unless they took this long: then the link's rate dominates (a link cut
 // to a trickle only ever carries small payloads).
 constexpr double kMinEstimateS = 0.25;
+// A body this small takes its link's round trip and next to no transfer.
+constexpr double kTinyBodyBytes = 1024;
 // A body this large is confirmed by a Delivered header.
 constexpr double kConfirmBytes = 1024;
 // A payload that took this long and 4x what its link's estimate says (a
@@ -405,7 +407,7 @@ void Mailbox::senderLoop(int peer)
             const auto start = std::max(m.queued, pacer.reserve(0, 0, m.queued));
             if (m.gradient.values.defined()) {
                 m.payload = m.gradient.values.numel() == 0 ? torch::empty({0}, torch::kInt)
-                    : m.deadlineS > 0                      ? streamWithin(peer, m, start)
+                    : m.deadlineS > 0                      ? streamWithin(peer, m, start + seconds(2 * latencyS))
                                                            : sparse_codec::encode(m.gradient);
             }
             torch::Tensor header = sealedHeader(peer, m.kind, m.round, m.aux, ++sequence, m.payload);
@@ -416,9 +418,15 @@ void Mailbox::senderLoop(int peer)
                 transmitS = m_emulator.transferSeconds(m_rank, peer, bytes, m.t) - latencyS;
             }
             // The link carries a message once it is encoded and sealed: the
-            // header leaves then, and the body a transfer time later.
+            // header leaves then. Gloo holds a body until its receiver says
+            // it has posted the receive, which the receiver does once the
+            // header is in: on a link with latency the body leaves a round
+            // trip after the header, as over real links (without this the
+            // emulator spared every payload two latencies, and a strategy
+            // that waits for its payloads each round gained most).
             const auto ready = std::max(start, Clock::now());
-            const auto done = pacer.reserve(0, transmitS, ready);
+            const auto handshake = m.payload.numel() > 0 ? seconds(2 * latencyS) : Clock::duration::zero();
+            const auto done = pacer.reserve(0, transmitS, ready + handshake);
             // The header arrives first, unless it is the whole message.
             if (!sleepUntil((m.payload.numel() > 0 ? ready : done) + seconds(latencyS)))
                 return;
@@ -478,6 +486,14 @@ void Mailbox::receiverLoop(int peer)
 {
     try {
         std::int64_t lastSequence = 0;
+        // A body leaves its sender only once this thread has posted its
+        // receive, after the header came: header-to-body time holds that
+        // round trip beside the transfer. Tiny bodies (control rows, at
+        // least every 0.25 s) show the round trip alone; the least of their
+        // recent times is taken off. Left in, it made every estimate on a
+        // link with latency low, payloads sized from it smaller, and their
+        // estimates lower still.
+        std::deque<double> tinyBodyS;
         for (;;) {
             auto header = torch::zeros({kHeaderWords}, torch::kLong);
             m_comm.irecv(header, peer, kTagHeader).wait();
@@ -519,11 +535,17 @@ void Mailbox::receiverLoop(int peer)
                 return;
             }
             const double bodyBytes = double(words) * 4;
+            const double handshakeS = tinyBodyS.empty() ? 0.0 : *std::min_element(tinyBodyS.begin(), tinyBodyS.end());
+            if (words > 0 && bodyBytes <= kTinyBodyBytes) {
+                tinyBodyS.push_back(tookS);
+                if (tinyBodyS.size() > kConfirmTimesKept)
+                    tinyBodyS.pop_front();
+            }
             {
                 std::lock_guard lock(m_mutex);
                 // The sender's link time covered header and body alike.
-                if (bodyBytes >= kMinEstimateBytes || tookS >= kMinEstimateS)
-                    m_incoming.addTransfer(peer, kHeaderBytes + bodyBytes, tookS);
+                if ((bodyBytes >= kMinEstimateBytes || tookS >= kMinEstimateS) && tookS > handshakeS)
+                    m_incoming.addTransfer(peer, kHeaderBytes + bodyBytes, tookS - handshakeS);
                 if (m.kind == Kind::Evaluating) {
                     // Banks the time some peer was evaluating up to now.
                     m_evaluatingS = evaluatingSecondsLocked();

@@ -105,6 +105,7 @@ private Q_SLOTS:
     void estimatorFollowsChanges();
     void knowledgeTransferMergeMath();
     void mailboxPacesLinksAndMeasuresThem();
+    void bodiesWaitForTheReceiveReadyRoundTrip();
     void cutLinkCarriesWhatFitsAndIsMeasured();
     void waitsOverlappingAPeersEvaluationAreCounted();
     void noStrategyReadsALinkCap();
@@ -404,6 +405,50 @@ void TestDlionMath::mailboxPacesLinksAndMeasuresThem()
     // Each receiver's estimate of its incoming link is within 10% of its cap.
     QVERIFY2(std::abs(estimate[1] - 80) < 8, qPrintable(QString::number(estimate[1])));
     QVERIFY2(std::abs(estimate[0] - 20) < 2, qPrintable(QString::number(estimate[0])));
+}
+
+void TestDlionMath::bodiesWaitForTheReceiveReadyRoundTrip()
+{
+    // Link 0 -> 1 at 20 Mbit/s with 50 ms of latency. Gloo sends a body
+    // only once its receiver has posted the receive, which it does when the
+    // header is in: each body arrives three latencies after it left, plus
+    // its transfer. Four control rows (64 bytes), then six payloads of
+    // 200 KB, all queued at once.
+    constexpr double kLatencyS = 0.05;
+    const QJsonObject emulation{{"links", QJsonArray{QJsonArray{0, 20}, QJsonArray{20, 0}}}, {"latency_ms", 1000 * kLatencyS}};
+    constexpr int kRows = 4, kPayloads = 6;
+    constexpr std::int64_t kFloats = 50000;
+    double elapsed = 0, estimate = 0;
+    const std::string error = onTwoRanks(emulation, [&](int r, Comm &comm, LinkEmulator &emulator) {
+        Mailbox mailbox(comm, emulator);
+        if (r == 0) {
+            for (int i = 0; i < kRows; ++i)
+                mailbox.send(1, Mailbox::Kind::Control, i, Mailbox::packDoubles(std::vector<double>(8, 1.0)), 0);
+            SparseGradient g;
+            g.length = kFloats;
+            g.values = torch::ones({kFloats});
+            for (int i = 0; i < kPayloads; ++i)
+                mailbox.send(1, Mailbox::Kind::Data, i, sparse_codec::encode(g), 0);
+        } else {
+            const auto t0 = std::chrono::steady_clock::now();
+            if (!mailbox.waitUntil(
+                    Mailbox::Kind::Data,
+                    [&](const std::vector<std::int64_t> &latest) { return latest[0] >= kPayloads - 1; },
+                    [] { return true; }))
+                throw std::runtime_error("the peer left before its messages arrived");
+            elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            estimate = mailbox.incomingBandwidth()[0] * 8e-6;
+        }
+        mailbox.close();
+    });
+    QVERIFY2(error.empty(), error.c_str());
+    const double transferS = double(kFloats + sparse_codec::kHeaderInts) * 4 * 8 / 20e6;
+    const double expected = kRows * 3 * kLatencyS + kPayloads * (3 * kLatencyS + transferS);
+    QVERIFY2(elapsed >= 0.95 * expected && elapsed <= 1.5 * expected,
+             qPrintable(QString("%1 s vs %2 s").arg(elapsed).arg(expected)));
+    // The receiver takes the round trip that the control rows showed off
+    // its payloads' times: its estimate is the link's rate, not a third of it.
+    QVERIFY2(std::abs(estimate - 20) < 2, qPrintable(QString::number(estimate)));
 }
 
 void TestDlionMath::waitsOverlappingAPeersEvaluationAreCounted()
