@@ -403,11 +403,13 @@ void Mailbox::senderLoop(int peer)
                 const LinkEmulator::PacerScope network;
                 latencyS = m_emulator.latencyS();
             }
-            // The link is free when the previous message has left it.
+            // The link is free when the previous message has left it; a
+            // body waits for its receiver's word on top (below).
             const auto start = std::max(m.queued, pacer.reserve(0, 0, m.queued));
+            const auto roundTrip = seconds(2 * latencyS);
             if (m.gradient.values.defined()) {
                 m.payload = m.gradient.values.numel() == 0 ? torch::empty({0}, torch::kInt)
-                    : m.deadlineS > 0                      ? streamWithin(peer, m, start + seconds(2 * latencyS))
+                    : m.deadlineS > 0                      ? streamWithin(peer, m, start + roundTrip)
                                                            : sparse_codec::encode(m.gradient);
             }
             torch::Tensor header = sealedHeader(peer, m.kind, m.round, m.aux, ++sequence, m.payload);
@@ -425,8 +427,7 @@ void Mailbox::senderLoop(int peer)
             // emulator spared every payload two latencies, and a strategy
             // that waits for its payloads each round gained most).
             const auto ready = std::max(start, Clock::now());
-            const auto handshake = m.payload.numel() > 0 ? seconds(2 * latencyS) : Clock::duration::zero();
-            const auto done = pacer.reserve(0, transmitS, ready + handshake);
+            const auto done = pacer.reserve(0, transmitS, m.payload.numel() > 0 ? ready + roundTrip : ready);
             // The header arrives first, unless it is the whole message.
             if (!sleepUntil((m.payload.numel() > 0 ? ready : done) + seconds(latencyS)))
                 return;
