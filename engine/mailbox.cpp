@@ -72,7 +72,7 @@ Mailbox::Mailbox(Comm &comm, const LinkEmulator &emulator)
       m_undelivered(std::size_t(m_world)), m_ceiling(std::size_t(m_world)), m_inFlight(std::size_t(m_world)),
       m_confirmS(std::size_t(m_world)),
       m_reported(std::size_t(m_world), 0.0), m_closed(std::size_t(m_world), false),
-      m_peerEvaluating(std::size_t(m_world), false), m_sentBytes(std::size_t(m_world), 0), m_sendKeys(std::size_t(m_world)),
+      m_peerEvaluating(std::size_t(m_world), false), m_rowSent(std::size_t(m_world)), m_sentBytes(std::size_t(m_world), 0), m_sendKeys(std::size_t(m_world)),
       m_receiveKeys(std::size_t(m_world)), m_incoming(m_world)
 {
     for (int j = 0; j < m_world; ++j) {
@@ -131,6 +131,48 @@ void Mailbox::send(int peer, Kind kind, std::int64_t round, const torch::Tensor 
         m_outbox[std::size_t(peer)].push_back({kind, round, aux, std::move(words), t, Clock::now(), {}, 0});
     }
     m_changed.notify_all();
+}
+
+void Mailbox::postRow(const torch::Tensor &words, std::int64_t round, double t, double periodS)
+{
+    const auto now = Clock::now();
+    {
+        std::lock_guard lock(m_mutex);
+        if (m_closing)
+            return;
+        m_row = words;
+        ++m_rowVersion;
+        for (int j = 0; j < m_world; ++j) {
+            if (j == m_rank)
+                continue;
+            auto &queue = m_outbox[std::size_t(j)];
+            const bool willRide = std::any_of(queue.begin(), queue.end(), [](const Outgoing &m) {
+                return m.kind == Kind::Data
+                    && ((m.payload.defined() && m.payload.numel() > 0)
+                        || (m.gradient.values.defined() && m.gradient.values.numel() > 0));
+            });
+            RowSent &sent = m_rowSent[std::size_t(j)];
+            const bool due = periodS <= 0 || now - sent.aloneAt >= seconds(kProbePeriods * periodS)
+                || (!willRide && now - sent.at >= seconds(periodS));
+            if (!due)
+                continue;
+            queue.push_back({Kind::Control, round, 0, words, t, now, {}, 0});
+            sent = {m_rowVersion, now, now};
+        }
+    }
+    m_changed.notify_all();
+}
+
+std::int64_t Mailbox::attachRow(int peer, Outgoing &m)
+{
+    std::lock_guard lock(m_mutex);
+    RowSent &sent = m_rowSent[std::size_t(peer)];
+    if (m.kind != Kind::Data || m.payload.numel() == 0 || !m_row.defined() || sent.version == m_rowVersion)
+        return 0;
+    m.payload = torch::cat({m.payload, m_row});
+    sent.version = m_rowVersion;
+    sent.at = Clock::now();
+    return m_row.numel();
 }
 
 void Mailbox::sendToPeers(Kind kind, std::int64_t round, const torch::Tensor &payload, double t, std::int64_t aux)
@@ -412,7 +454,8 @@ void Mailbox::senderLoop(int peer)
                     : m.deadlineS > 0                      ? streamWithin(peer, m, start + roundTrip)
                                                            : sparse_codec::encode(m.gradient);
             }
-            torch::Tensor header = sealedHeader(peer, m.kind, m.round, m.aux, ++sequence, m.payload);
+            const std::int64_t rowWords = attachRow(peer, m);
+            torch::Tensor header = sealedHeader(peer, m.kind, m.round, m.aux, ++sequence, m.payload, rowWords);
             const double bytes = kHeaderBytes + double(m.payload.numel()) * 4;
             double transmitS = 0;
             {
@@ -489,8 +532,8 @@ void Mailbox::receiverLoop(int peer)
         std::int64_t lastSequence = 0;
         // A body leaves its sender only once this thread has posted its
         // receive, after the header came: header-to-body time holds that
-        // round trip beside the transfer. Tiny bodies (control rows, at
-        // least every 0.25 s) show the round trip alone; the least of their
+        // round trip beside the transfer. Tiny bodies (control rows that go
+        // alone, postRow()) show the round trip alone; the least of their
         // recent times is taken off. Left in, it made every estimate on a
         // link with latency low, payloads sized from it smaller, and their
         // estimates lower still.
@@ -500,10 +543,12 @@ void Mailbox::receiverLoop(int peer)
             m_comm.irecv(header, peer, kTagHeader).wait();
             const auto headerArrived = Clock::now();
             const auto *h = header.data_ptr<std::int64_t>();
-            const std::int64_t kind = h[0], words = h[2];
-            if (kind < std::int64_t(Kind::Data) || kind >= kKinds || words < 0 || words > kMaxWords)
+            const std::int64_t kind = h[0], words = h[2], rowWords = h[5];
+            if (kind < std::int64_t(Kind::Data) || kind >= kKinds || words < 0 || words > kMaxWords || rowWords < 0
+                || rowWords > words || (rowWords > 0 && kind != std::int64_t(Kind::Data)))
                 throw EngineError("malformed message header from worker rank " + std::to_string(peer) + " (kind "
-                                  + std::to_string(kind) + ", " + std::to_string(words) + " words)");
+                                  + std::to_string(kind) + ", " + std::to_string(words) + " words, a row of "
+                                  + std::to_string(rowWords) + ")");
             Message m;
             m.from = peer;
             m.kind = Kind(kind);
@@ -556,6 +601,13 @@ void Mailbox::receiverLoop(int peer)
                         m_evaluationAnnounced = std::max(m_evaluationAnnounced, m.round);
                     continue;
                 }
+                if (rowWords > 0) {
+                    Message row{peer, Kind::Control, m.round, 0, m.payload.narrow(0, words - rowWords, rowWords)};
+                    m.payload = m.payload.narrow(0, 0, words - rowWords);
+                    auto &latestRow = m_latest[std::size_t(Kind::Control)][std::size_t(peer)];
+                    latestRow = std::max(latestRow, row.round);
+                    m_inbox.push_back(std::move(row));
+                }
                 auto &latest = m_latest[std::size_t(kind)][std::size_t(peer)];
                 latest = std::max(latest, m.round);
                 m_inbox.push_back(std::move(m));
@@ -568,9 +620,10 @@ void Mailbox::receiverLoop(int peer)
 }
 
 torch::Tensor Mailbox::sealedHeader(int peer, Kind kind, std::int64_t round, std::int64_t aux, std::int64_t sequence,
-                                    const torch::Tensor &body) const
+                                    const torch::Tensor &body, std::int64_t rowWords) const
 {
-    auto header = torch::tensor({std::int64_t(kind), round, body.numel(), aux, sequence, std::int64_t(0), std::int64_t(0)},
+    auto header = torch::tensor({std::int64_t(kind), round, body.numel(), aux, sequence, rowWords, std::int64_t(0),
+                                 std::int64_t(0)},
                                 torch::kLong);
     seal(m_sendKeys[std::size_t(peer)], header, body);
     return header;

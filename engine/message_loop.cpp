@@ -17,8 +17,9 @@
 namespace dlion::engine {
 
 namespace {
-// How often a worker sends its control row when nothing else prompts it:
-// the rows are also the receivers' sign of life.
+// How often each peer hears this worker's control row at least: the rows
+// are also the receivers' sign of life. They ride on Data messages where
+// there are any (Mailbox::postRow()).
 constexpr double kControlPeriodS = 0.25;
 } // namespace
 
@@ -36,7 +37,8 @@ public:
 
 private:
     std::vector<double> ownRow();
-    void sendControl();
+    // Posts this worker's row; periodS as Mailbox::postRow().
+    void postControl(double periodS);
     void absorb();
     bool leaving();
     // While a strategy waits for peers: keep the control rows flowing and
@@ -65,7 +67,6 @@ private:
     const double m_interval;
     bool m_targetReached = false;
     bool m_budgetSpent = false;
-    Clock::time_point m_lastControl = Clock::now();
     double m_ownAccuracy = 0, m_ownLoss = 0;  // rank 0's replica at its last evaluation
 };
 
@@ -87,12 +88,10 @@ std::vector<double> Worker::MessageLoop::ownRow()
     return row;
 }
 
-void Worker::MessageLoop::sendControl()
+void Worker::MessageLoop::postControl(double periodS)
 {
     m_rows.set(m_rank, ownRow());
-    const torch::Tensor words = Mailbox::packDoubles(m_rows.row(m_rank));
-    m_mailbox.sendToPeers(Mailbox::Kind::Control, m_progress.result.rounds, words, m_progress.elapsed());
-    m_lastControl = Clock::now();
+    m_mailbox.postRow(Mailbox::packDoubles(m_rows.row(m_rank)), m_progress.result.rounds, m_progress.elapsed(), periodS);
 }
 
 void Worker::MessageLoop::absorb()
@@ -116,8 +115,7 @@ bool Worker::MessageLoop::leaving()
 bool Worker::MessageLoop::keepWaiting()
 {
     absorb();
-    if (secondsSince(m_lastControl) >= kControlPeriodS)
-        sendControl();
+    postControl(kControlPeriodS);
     return !leaving();
 }
 
@@ -207,7 +205,7 @@ RoundContext Worker::MessageLoop::roundContext()
 Worker::GroupEnd Worker::MessageLoop::run()
 {
     m_worker.setState(protocol::WorkerState::Running);
-    sendControl();
+    postControl(0);
     // Bounded by the budget, which the job spec guarantees is set: every
     // worker leaves when its own budget is spent or a peer's row says stop.
     while (!leaving()) {
@@ -223,14 +221,13 @@ Worker::GroupEnd Worker::MessageLoop::run()
         m_worker.runRound(*m_strategy, m_trainer, m_emulator, m_progress, m_pacer, ctx, m_members, &m_mailbox);
         absorb();
         reportEvals();
-        if (secondsSince(m_lastControl) >= kControlPeriodS)
-            sendControl();
+        postControl(kControlPeriodS);
     }
 
     // The last row says why this worker leaves; after the Bye handshake
     // every worker holds every peer's last row, so all take the same
     // decision: finish if any says stop, else re-form the group.
-    sendControl();
+    postControl(0);
     m_mailbox.close();
     absorb();
     reportEvals();

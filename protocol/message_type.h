@@ -9,7 +9,9 @@ namespace dlion::protocol {
 // 3: a large message may span several frames (FrameCodec::kMoreFlag).
 // 4: the workers' data plane has a Delivered message (engine/mailbox.h),
 //    which a version-3 worker would take for a malformed frame.
-inline constexpr std::uint8_t kProtocolVersion = 4;
+// 5: a data-plane header has a word for a control row riding at the end of
+//    its payload (engine/mailbox.h): 8 words where version 4 had 7.
+inline constexpr std::uint8_t kProtocolVersion = 5;
 
 enum class MessageType : std::uint16_t {
     // Handshake (see handshake.h).

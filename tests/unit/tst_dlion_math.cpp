@@ -106,6 +106,7 @@ private Q_SLOTS:
     void knowledgeTransferMergeMath();
     void mailboxPacesLinksAndMeasuresThem();
     void bodiesWaitForTheReceiveReadyRoundTrip();
+    void controlRowsRideOnPayloads();
     void cutLinkCarriesWhatFitsAndIsMeasured();
     void waitsOverlappingAPeersEvaluationAreCounted();
     void noStrategyReadsALinkCap();
@@ -451,6 +452,43 @@ void TestDlionMath::bodiesWaitForTheReceiveReadyRoundTrip()
     QVERIFY2(std::abs(estimate - 20) < 2, qPrintable(QString::number(estimate)));
 }
 
+void TestDlionMath::controlRowsRideOnPayloads()
+{
+    // Rank 0 posts a row to go now, then a newer one that is not due for
+    // 10 s, then a payload and an empty Data message: the newer row must
+    // ride on the payload (no message of its own), the empty one carries
+    // none, and the payload arrives whole.
+    std::vector<std::vector<double>> rows;
+    std::vector<std::int64_t> rowRounds;
+    std::vector<double> dataSums;
+    const std::string error = onTwoRanks({}, [&](int r, Comm &comm, LinkEmulator &emulator) {
+        Mailbox mailbox(comm, emulator);
+        if (r == 0) {
+            mailbox.postRow(Mailbox::packDoubles({1.0, 2.0}), 0, 0, 0);
+            mailbox.postRow(Mailbox::packDoubles({3.0, 4.0, 5.0}), 0, 0, 10);
+            SparseGradient g;
+            g.length = 1000;
+            g.values = torch::full({1000}, 0.5f);
+            mailbox.sendGradient(1, 1, g, 0, Mailbox::Pending::Queue);
+            mailbox.sendGradient(1, 2, SparseGradient{torch::Tensor(), torch::empty({0}), 1000}, 0, Mailbox::Pending::Queue);
+        } else {
+            if (!mailbox.waitForRounds(Mailbox::Kind::Data, {2, -1}, [] { return true; }))
+                throw std::runtime_error("the payloads never arrived");
+            for (const auto &m : mailbox.take(Mailbox::Kind::Control)) {
+                rows.push_back(Mailbox::unpackDoubles(m.payload));
+                rowRounds.push_back(m.round);
+            }
+            for (const auto &m : mailbox.take(Mailbox::Kind::Data))
+                dataSums.push_back(m.payload.numel() ? sparse_codec::decodeFor(m.payload, 1000).values.sum().item<double>() : 0.0);
+        }
+        mailbox.close();
+    });
+    QVERIFY2(error.empty(), error.c_str());
+    QCOMPARE(rows, (std::vector<std::vector<double>>{{1.0, 2.0}, {3.0, 4.0, 5.0}}));
+    QCOMPARE(rowRounds, (std::vector<std::int64_t>{0, 1}));  // the second came with round 1's payload
+    QCOMPARE(dataSums, (std::vector<double>{500.0, 0.0}));
+}
+
 void TestDlionMath::waitsOverlappingAPeersEvaluationAreCounted()
 {
     // Rank 1 evaluates for 0.6 s (announced at both ends), then sends its
@@ -502,8 +540,8 @@ void TestDlionMath::cutLinkCarriesWhatFitsAndIsMeasured()
         Mailbox mailbox(comm, emulator);
         const int peer = 1 - r;
         // 1000 entries of magnitude 1..1000 against a 2 s deadline: the link
-        // carries 250 bytes in frames, 239 of payload: the 56-byte header,
-        // the payload's 16 and the 20 largest entries of 8 bytes.
+        // carries 250 bytes in frames, 239 of payload: the 64-byte header,
+        // the payload's 16 and the 19 largest entries of 8 bytes.
         SparseGradient g;
         g.length = 1000;
         g.indices = torch::arange(1000, torch::kLong);
@@ -544,12 +582,12 @@ void TestDlionMath::cutLinkCarriesWhatFitsAndIsMeasured()
     for (int r = 0; r < 2; ++r) {
         // The empty payload cost its header only; Bye's header counts too.
         QCOMPARE(emptyWords[r], std::int64_t(0));
-        QCOMPARE(wireBytes[r], std::int64_t(232 + 56 + 56));
+        QCOMPARE(wireBytes[r], std::int64_t(232 + 64 + 64));
         // The largest entries went first; the rest came back, none lost.
-        QCOMPARE(arrived[r], std::int64_t(20));
-        QCOMPARE(left[r], std::int64_t(980));
-        QCOMPARE(smallestSent[r], 981.0);
-        QCOMPARE(largestLeft[r], 980.0);
+        QCOMPARE(arrived[r], std::int64_t(19));
+        QCOMPARE(left[r], std::int64_t(981));
+        QCOMPARE(smallestSent[r], 982.0);
+        QCOMPARE(largestLeft[r], 981.0);
         QCOMPARE(received[r] + leftSum[r], 500500.0);
         // 232 bytes are far below a probe, but took about 2 s: the link is measured.
         QVERIFY2(estimate[r] > 110 && estimate[r] < 135, qPrintable(QString::number(estimate[r])));
@@ -619,7 +657,7 @@ void TestDlionMath::mailboxDropsForgedReplayedAndReflectedMessages()
             auto raw = [&](const QByteArray &key, std::int64_t sequence, std::int64_t round, float value) {
                 auto body = payload(value);
                 auto header = torch::tensor({std::int64_t(Mailbox::Kind::Data), round, body.numel(), std::int64_t(0), sequence,
-                                             std::int64_t(0), std::int64_t(0)},
+                                             std::int64_t(0), std::int64_t(0), std::int64_t(0)},
                                             torch::kLong);
                 Mailbox::seal(key, header, body);
                 comm.isend(header, 1, Mailbox::kTagHeader).wait();
