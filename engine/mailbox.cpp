@@ -81,6 +81,7 @@ Mailbox::Mailbox(Comm &comm, const LinkEmulator &emulator)
         m_sendKeys[std::size_t(j)] = auth::linkKey(comm.groupKey(), m_rank, j);
         m_receiveKeys[std::size_t(j)] = auth::linkKey(comm.groupKey(), j, m_rank);
         m_threads.emplace_back([this, j] { senderLoop(j); });
+        m_threads.emplace_back([this, j] { confirmerLoop(j); });
         m_threads.emplace_back([this, j] { receiverLoop(j); });
     }
 }
@@ -363,8 +364,8 @@ std::vector<double> Mailbox::outgoingEstimate(std::vector<double> reported)
         if (ceiling.bps > 0)
             reported[j] = ceiling.bps;
         // Not in yet: the link carries less than its bytes in that time.
-        const InFlight &f = m_inFlight[j];
-        if (f.bytes > 0) {
+        if (!m_inFlight[j].empty()) {
+            const InFlight &f = m_inFlight[j].front();
             const double bound = slowRateLocked(int(j), f.bytes, std::chrono::duration<double>(now - f.since).count(), reported[j]);
             if (bound > 0)
                 reported[j] = bound;
@@ -415,7 +416,8 @@ void Mailbox::close()
     m_changed.wait(lock, [&] {
         return m_error
             || (m_byesSent == m_world - 1
-                && std::count(m_closed.begin(), m_closed.end(), true) == std::ptrdiff_t(m_world - 1));
+                && std::count(m_closed.begin(), m_closed.end(), true) == std::ptrdiff_t(m_world - 1)
+                && std::all_of(m_inFlight.begin(), m_inFlight.end(), [](const auto &q) { return q.empty(); }));
     });
     if (m_error)
         std::rethrow_exception(m_error);
@@ -477,7 +479,7 @@ void Mailbox::senderLoop(int peer)
             const bool confirm = double(m.payload.numel()) * 4 >= kConfirmBytes;
             if (confirm) {
                 std::lock_guard lock(m_mutex);
-                m_inFlight[std::size_t(peer)] = {bytes, ready};
+                m_inFlight[std::size_t(peer)].push_back({bytes, ready, {}});
             }
             const Comm::Request h = m_comm.isend(header, peer, kTagHeader);
             Comm::Request b;
@@ -488,8 +490,14 @@ void Mailbox::senderLoop(int peer)
             }
             h.wait();
             b.wait();
-            if (confirm)
-                confirmDelivery(peer, ++sequence, bytes, ready);
+            if (confirm) {
+                torch::Tensor delivered = sealedHeader(peer, Kind::Delivered, 0, 0, ++sequence, torch::empty({0}, torch::kInt));
+                {
+                    std::lock_guard lock(m_mutex);
+                    m_inFlight[std::size_t(peer)].back().delivered = m_comm.isend(delivered, peer, kTagDelivered);
+                }
+                m_changed.notify_all();
+            }
             {
                 std::lock_guard lock(m_mutex);
                 m_sentBytes[std::size_t(peer)] += std::int64_t(bytes);
@@ -506,24 +514,41 @@ void Mailbox::senderLoop(int peer)
     }
 }
 
-void Mailbox::confirmDelivery(int peer, std::int64_t sequence, double bytes, Clock::time_point left)
+void Mailbox::confirmerLoop(int peer)
 {
-    // Its send completes once the receiver has posted the receive that
-    // follows the body: the body is in.
-    torch::Tensor header = sealedHeader(peer, Kind::Delivered, 0, 0, sequence, torch::empty({0}, torch::kInt));
-    m_comm.isend(header, peer, kTagHeader).wait();
-    const auto now = Clock::now();
-    const double tookS = std::chrono::duration<double>(now - left).count();
-    std::lock_guard lock(m_mutex);
-    m_inFlight[std::size_t(peer)].bytes = 0;
-    Ceiling &ceiling = m_ceiling[std::size_t(peer)];
-    const double slow = slowRateLocked(peer, bytes, tookS, ceiling.bps > 0 ? ceiling.bps : m_reported[std::size_t(peer)]);
-    if (slow > 0)
-        ceiling = {slow, now + seconds(std::max(kSlowHoldS, 2 * tookS))};
-    auto &times = m_confirmS[std::size_t(peer)];
-    times.push_back(tookS);
-    if (times.size() > kConfirmTimesKept)
-        times.pop_front();
+    try {
+        auto &queue = m_inFlight[std::size_t(peer)];
+        for (;;) {
+            Comm::Request delivered;
+            {
+                std::unique_lock lock(m_mutex);
+                m_changed.wait(lock, [&] { return m_stopping || (!queue.empty() && queue.front().delivered.sent()); });
+                if (m_stopping)
+                    return;
+                delivered = queue.front().delivered;
+            }
+            delivered.wait();
+            const auto now = Clock::now();
+            {
+                std::lock_guard lock(m_mutex);
+                const InFlight f = queue.front();
+                queue.pop_front();
+                const double tookS = std::chrono::duration<double>(now - f.since).count();
+                Ceiling &ceiling = m_ceiling[std::size_t(peer)];
+                const double slow
+                    = slowRateLocked(peer, f.bytes, tookS, ceiling.bps > 0 ? ceiling.bps : m_reported[std::size_t(peer)]);
+                if (slow > 0)
+                    ceiling = {slow, now + seconds(std::max(kSlowHoldS, 2 * tookS))};
+                auto &times = m_confirmS[std::size_t(peer)];
+                times.push_back(tookS);
+                if (times.size() > kConfirmTimesKept)
+                    times.pop_front();
+            }
+            m_changed.notify_all();  // close() waits for the last one
+        }
+    } catch (...) {
+        fail(std::current_exception());
+    }
 }
 
 void Mailbox::receiverLoop(int peer)
@@ -538,17 +563,50 @@ void Mailbox::receiverLoop(int peer)
         // link with latency low, payloads sized from it smaller, and their
         // estimates lower still.
         std::deque<double> tinyBodyS;
+        // Delivered headers are checked once in: a forged one is counted
+        // and dropped like any message that fails.
+        std::int64_t lastDeliveredSequence = 0;
+        std::deque<std::pair<Comm::Request, torch::Tensor>> delivered;  // posted receives, oldest first
+        const auto takeDelivered = [&] {
+            auto [request, d] = std::move(delivered.front());
+            delivered.pop_front();
+            request.wait();
+            const auto *w = d.data_ptr<std::int64_t>();
+            const torch::Tensor none = torch::empty({0}, torch::kInt);
+            if (w[0] != std::int64_t(Kind::Delivered) || w[2] != 0 || w[4] <= lastDeliveredSequence
+                || !auth::equal(QByteArrayView(reinterpret_cast<const char *>(w + kSealedWords), auth::kMacBytes),
+                                sealOf(m_receiveKeys[std::size_t(peer)], w, none))) {
+                reject(peer, "was no genuine delivery notice");
+                return;
+            }
+            lastDeliveredSequence = w[4];
+        };
+        torch::Tensor header;
+        Comm::Request nextHeader;
         for (;;) {
-            auto header = torch::zeros({kHeaderWords}, torch::kLong);
-            m_comm.irecv(header, peer, kTagHeader).wait();
+            while (!delivered.empty() && delivered.front().first.done())
+                takeDelivered();
+            if (!nextHeader.sent()) {
+                header = torch::zeros({kHeaderWords}, torch::kLong);
+                nextHeader = m_comm.irecv(header, peer, kTagHeader);
+            }
+            nextHeader.wait();
             const auto headerArrived = Clock::now();
-            const auto *h = header.data_ptr<std::int64_t>();
+            const torch::Tensor current = header;
+            const auto *h = current.data_ptr<std::int64_t>();
             const std::int64_t kind = h[0], words = h[2], rowWords = h[5];
-            if (kind < std::int64_t(Kind::Data) || kind >= kKinds || words < 0 || words > kMaxWords || rowWords < 0
-                || rowWords > words || (rowWords > 0 && kind != std::int64_t(Kind::Data)))
+            if (kind < std::int64_t(Kind::Data) || kind >= std::int64_t(Kind::Delivered) || words < 0 || words > kMaxWords
+                || rowWords < 0 || rowWords > words || (rowWords > 0 && kind != std::int64_t(Kind::Data)))
                 throw EngineError("malformed message header from worker rank " + std::to_string(peer) + " (kind "
                                   + std::to_string(kind) + ", " + std::to_string(words) + " words, a row of "
                                   + std::to_string(rowWords) + ")");
+            // The next header's receive goes up now: the next message may
+            // come while this body does (nothing follows a Bye).
+            nextHeader = {};
+            if (kind != std::int64_t(Kind::Bye)) {
+                header = torch::zeros({kHeaderWords}, torch::kLong);
+                nextHeader = m_comm.irecv(header, peer, kTagHeader);
+            }
             Message m;
             m.from = peer;
             m.kind = Kind(kind);
@@ -570,9 +628,15 @@ void Mailbox::receiverLoop(int peer)
                 continue;
             }
             lastSequence = h[4];
-            if (m.kind == Kind::Delivered)
-                continue;  // its arrival was the point
+            const double bodyBytes = double(words) * 4;
+            // Its sender's Delivered header completes once this is posted.
+            if (bodyBytes >= kConfirmBytes) {
+                auto d = torch::zeros({kHeaderWords}, torch::kLong);
+                delivered.emplace_back(m_comm.irecv(d, peer, kTagDelivered), d);
+            }
             if (m.kind == Kind::Bye) {
+                while (!delivered.empty())
+                    takeDelivered();
                 {
                     std::lock_guard lock(m_mutex);
                     m_closed[std::size_t(peer)] = true;
@@ -580,7 +644,6 @@ void Mailbox::receiverLoop(int peer)
                 m_changed.notify_all();
                 return;
             }
-            const double bodyBytes = double(words) * 4;
             const double handshakeS = tinyBodyS.empty() ? 0.0 : *std::min_element(tinyBodyS.begin(), tinyBodyS.end());
             if (words > 0 && bodyBytes <= kTinyBodyBytes) {
                 tinyBodyS.push_back(tookS);

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "bandwidth_estimator.h"
+#include "comm.h"
 #include "sparse_codec.h"
 
 #include <telemetry.h>
@@ -21,7 +22,6 @@
 
 namespace dlion::engine {
 
-class Comm;
 class LinkEmulator;
 
 // Messages between the workers of a group, for every strategy that does
@@ -38,14 +38,24 @@ class LinkEmulator;
 // under 16 KiB that took under 0.25 s give no sample (timer noise and, on
 // real links, Gloo's handshake dominate them).
 //
-// Senders see their links too. Gloo hands a message's bytes over only once
-// the receiver has posted its receive, and a receiver posts the next one
-// when the previous body is in; so after a body of 1 KiB or more the sender
-// sends an empty Delivered header, whose send completes when that body has
-// arrived. Until then the body is in flight, and its bytes over the time
-// since it left bound the link's rate: a link cut mid-run shows at once on
-// the sender's side, where the receiver's measurement would come back over
-// a link that may be just as slow, behind the payloads queued on it.
+// Gloo hands a message's bytes over only once the receiver has posted its
+// receive. A receiver posts the next header's receive as soon as a header
+// is in, so the next message never waits for this one's body plus a round
+// trip; a body's receive it posts when its header is in (the body leaves a
+// round trip after the header, which the emulator charges too).
+//
+// Senders see their links too. After a body of 1 KiB or more the sender
+// sends an empty Delivered header on a tag of its own, whose receive the
+// receiver posts once that body is in and checked: its send completes when
+// the body has arrived. A confirmer thread per link waits for it, so the
+// sender goes on with its next message meanwhile. Until then the body is in
+// flight, and its bytes over the time since it left bound the link's rate:
+// a link cut mid-run shows at once on the sender's side, where the
+// receiver's measurement would come back over a link that may be just as
+// slow, behind the payloads queued on it. (Before protocol 5 Delivered
+// took the next header's receive, which the receiver posted only after the
+// body: on a link of latency L the next message could leave only 3L after
+// a payload arrived, a cost the emulator never charged.)
 //
 // Every message carries a MAC under the key of its link's direction over
 // its sequence number, header and body: a message that fails it (a
@@ -81,7 +91,7 @@ public:
     // The worker's control row (int32 words, packDoubles). It rides at the
     // end of the next non-empty Data message to each peer, where it costs
     // no message of its own (one more message per round paid a latency
-    // round trip on its link: 14% of DLion's throughput on wan-hetero). It
+    // round trip on its link: 6-8% of DLion's throughput on wan-hetero). It
     // goes alone, as a Control message, to a peer that has had no row for
     // `periodS` and has no such Data message queued, and every
     // kProbePeriods-th period in any case: receivers time their links'
@@ -164,6 +174,7 @@ public:
     // `body` under `key` into the header.
     static constexpr int kTagHeader = 11;
     static constexpr int kTagBody = 12;
+    static constexpr int kTagDelivered = 13;
     static constexpr std::int64_t kHeaderWords = 8;
     static constexpr std::int64_t kSealedWords = 6;
     static void seal(const QByteArray &key, torch::Tensor &header, const torch::Tensor &body);
@@ -196,9 +207,9 @@ private:
     // Appends the newest control row to a Data message's payload for
     // `peer` unless that peer has it; returns its words (0: none).
     std::int64_t attachRow(int peer, Outgoing &m);
-    // Sends `peer` the Delivered header (sequence number `sequence`) for a
-    // message of `bytes` that left at `left`, and keeps what its time says.
-    void confirmDelivery(int peer, std::int64_t sequence, double bytes, Clock::time_point left);
+    // Waits for each Delivered header to `peer` in turn and keeps what the
+    // time its payload took says of the link.
+    void confirmerLoop(int peer);
     // The rate `bytes` taking `seconds` on the link to `peer` shows, beyond
     // its latency, if far slower than `believedBps` (0: unknown); else 0.
     // Under m_mutex.
@@ -230,11 +241,13 @@ private:
         Clock::time_point until = Clock::time_point::max();
     };
     std::vector<Ceiling> m_ceiling;
+    // A payload whose Delivered header is on its way.
     struct InFlight {
-        double bytes = 0;  // 0: nothing awaits its Delivered
+        double bytes = 0;
         Clock::time_point since;
+        Comm::Request delivered;
     };
-    std::vector<InFlight> m_inFlight;  // per peer
+    std::vector<std::deque<InFlight>> m_inFlight;  // per peer, oldest first
     // Per peer: the times of the last few confirmed messages; the least is
     // the link's latency and handshake, which no payload size explains.
     std::vector<std::deque<double>> m_confirmS;
