@@ -263,8 +263,6 @@ void Comm::broadcast(torch::Tensor &t, int root, const std::vector<int> &receive
 
 // Point-to-point work waits in Gloo itself (a timed-out wait poisons the
 // whole context, so no slicing); abort() reaches it through State.
-bool Comm::Request::done() const { return !m_work || m_work->isCompleted(); }
-
 void Comm::Request::wait() const
 {
     if (!m_work)

@@ -93,7 +93,6 @@ public:
     public:
         Request() = default;
         void wait() const;  // throws GroupBrokenError after the timeout or an abort
-        bool done() const;  // completed (wait() then returns at once, or throws)
         bool sent() const { return m_work != nullptr; }  // a transfer was started
     private:
         friend class Comm;

@@ -23,8 +23,6 @@ constexpr double kMinEstimateBytes = 16 * 1024;
 // ...unless they took this long: then the link's rate dominates (a link cut
 // to a trickle only ever carries small payloads).
 constexpr double kMinEstimateS = 0.25;
-// A body this small takes its link's round trip and next to no transfer.
-constexpr double kTinyBodyBytes = 1024;
 // A body this large is confirmed by a Delivered header.
 constexpr double kConfirmBytes = 1024;
 // A payload that took this long and 4x what its link's estimate says (a
@@ -43,6 +41,13 @@ QByteArray sealOf(const QByteArray &key, const std::int64_t *header, const torch
     const QByteArrayView sealed(reinterpret_cast<const char *>(header), Mailbox::kSealedWords * 8);
     const QByteArrayView bytes(reinterpret_cast<const char *>(body.data_ptr()), body.numel() * 4);
     return auth::mac(key, {sealed, bytes});
+}
+
+// Whether `header` carries the MAC of its sealed words and `body` under `key`.
+bool sealedUnder(const QByteArray &key, const std::int64_t *header, const torch::Tensor &body)
+{
+    return auth::equal(QByteArrayView(reinterpret_cast<const char *>(header + Mailbox::kSealedWords), auth::kMacBytes),
+                       sealOf(key, header, body));
 }
 
 Clock::duration seconds(double s) { return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s)); }
@@ -66,8 +71,8 @@ SparseGradient sumOf(const SparseGradient &a, const SparseGradient &b)
 }
 } // namespace
 
-Mailbox::Mailbox(Comm &comm, const LinkEmulator &emulator)
-    : m_comm(comm), m_emulator(emulator), m_rank(comm.rank()), m_world(comm.world()),
+Mailbox::Mailbox(Comm &comm, const LinkEmulator &emulator, std::int64_t eagerWords)
+    : m_comm(comm), m_emulator(emulator), m_rank(comm.rank()), m_world(comm.world()), m_eagerWords(eagerWords),
       m_outbox(std::size_t(m_world)), m_latest(std::size_t(kKinds), std::vector<std::int64_t>(std::size_t(m_world), -1)),
       m_undelivered(std::size_t(m_world)), m_ceiling(std::size_t(m_world)), m_inFlight(std::size_t(m_world)),
       m_confirmS(std::size_t(m_world)),
@@ -134,6 +139,14 @@ void Mailbox::send(int peer, Kind kind, std::int64_t round, const torch::Tensor 
     m_changed.notify_all();
 }
 
+std::int64_t Mailbox::eagerWordsFor(std::int64_t modelWords)
+{
+    // Room for a sparse payload's header and a control row; at most 16 MiB
+    // a link, which each receiver keeps allocated.
+    constexpr std::int64_t kSlackWords = 4096, kMostWords = std::int64_t(4) << 20;
+    return std::min(modelWords + kSlackWords, kMostWords);
+}
+
 void Mailbox::postRow(const torch::Tensor &words, std::int64_t round, double t, double periodS)
 {
     const auto now = Clock::now();
@@ -153,12 +166,10 @@ void Mailbox::postRow(const torch::Tensor &words, std::int64_t round, double t, 
                         || (m.gradient.values.defined() && m.gradient.values.numel() > 0));
             });
             RowSent &sent = m_rowSent[std::size_t(j)];
-            const bool due = periodS <= 0 || now - sent.aloneAt >= seconds(kProbePeriods * periodS)
-                || (!willRide && now - sent.at >= seconds(periodS));
-            if (!due)
+            if (periodS > 0 && (willRide || now - sent.at < seconds(periodS)))
                 continue;
             queue.push_back({Kind::Control, round, 0, words, t, now, {}, 0});
-            sent = {m_rowVersion, now, now};
+            sent = {m_rowVersion, now};
         }
     }
     m_changed.notify_all();
@@ -405,7 +416,7 @@ void Mailbox::close()
         std::lock_guard lock(m_mutex);
         for (int j = 0; j < m_world; ++j) {
             if (j != m_rank)
-                m_outbox[std::size_t(j)].push_back({Kind::Bye, 0, 0, torch::empty({0}, torch::kInt), 0, Clock::now(), {}, 0});
+                m_outbox[std::size_t(j)].push_back({Kind::Bye, 0, 0, torch::zeros({1}, torch::kInt), 0, Clock::now(), {}, 0});
         }
         m_closing = true;
     }
@@ -428,6 +439,10 @@ void Mailbox::senderLoop(int peer)
     try {
         LinkPacer pacer(1);
         std::int64_t sequence = 0;
+        // When the receiver's eager receive is posted again: a round trip
+        // after the previous eager body left (it arrives a latency later,
+        // and the receiver's word takes another back).
+        Clock::time_point eagerFree{};
         auto sleepUntil = [&](Clock::time_point when) {
             std::unique_lock lock(m_mutex);
             return !m_changed.wait_until(lock, when, [&] { return m_stopping; });
@@ -447,14 +462,22 @@ void Mailbox::senderLoop(int peer)
                 const LinkEmulator::PacerScope network;
                 latencyS = m_emulator.latencyS();
             }
-            // The link is free when the previous message has left it; a
-            // body waits for its receiver's word on top (below).
+            // The link is free when the previous message has left it. Gloo
+            // holds a body until its receiver has posted the receive: an
+            // eager body's is posted ahead, once the previous one is in; a
+            // larger body's once its header is in, so that body leaves a
+            // round trip after the header, as over real links (without
+            // this the emulator spared every payload two latencies, and a
+            // strategy that waits for its payloads each round gained most).
             const auto start = std::max(m.queued, pacer.reserve(0, 0, m.queued));
             const auto roundTrip = seconds(2 * latencyS);
+            const auto bodyLeaves = [&](std::int64_t words, Clock::time_point headerLeaves) {
+                return words <= m_eagerWords ? std::max(headerLeaves, eagerFree) : headerLeaves + roundTrip;
+            };
             if (m.gradient.values.defined()) {
                 m.payload = m.gradient.values.numel() == 0 ? torch::empty({0}, torch::kInt)
-                    : m.deadlineS > 0                      ? streamWithin(peer, m, start + roundTrip)
-                                                           : sparse_codec::encode(m.gradient);
+                    : m.deadlineS > 0 ? streamWithin(peer, m, bodyLeaves(m.gradient.wireBytes() / 4, start))
+                                      : sparse_codec::encode(m.gradient);
             }
             const std::int64_t rowWords = attachRow(peer, m);
             torch::Tensor header = sealedHeader(peer, m.kind, m.round, m.aux, ++sequence, m.payload, rowWords);
@@ -465,14 +488,12 @@ void Mailbox::senderLoop(int peer)
                 transmitS = m_emulator.transferSeconds(m_rank, peer, bytes, m.t) - latencyS;
             }
             // The link carries a message once it is encoded and sealed: the
-            // header leaves then. Gloo holds a body until its receiver says
-            // it has posted the receive, which the receiver does once the
-            // header is in: on a link with latency the body leaves a round
-            // trip after the header, as over real links (without this the
-            // emulator spared every payload two latencies, and a strategy
-            // that waits for its payloads each round gained most).
+            // header leaves then.
             const auto ready = std::max(start, Clock::now());
-            const auto done = pacer.reserve(0, transmitS, m.payload.numel() > 0 ? ready + roundTrip : ready);
+            const bool eager = m.payload.numel() <= m_eagerWords;
+            const auto done = pacer.reserve(0, transmitS, m.payload.numel() > 0 ? bodyLeaves(m.payload.numel(), ready) : ready);
+            if (m.payload.numel() > 0 && eager)
+                eagerFree = done + roundTrip;
             // The header arrives first, unless it is the whole message.
             if (!sleepUntil((m.payload.numel() > 0 ? ready : done) + seconds(latencyS)))
                 return;
@@ -486,7 +507,7 @@ void Mailbox::senderLoop(int peer)
             if (m.payload.numel() > 0) {
                 if (!sleepUntil(done + seconds(latencyS)))
                     return;
-                b = m_comm.isend(m.payload, peer, kTagBody);
+                b = m_comm.isend(m.payload, peer, eager ? kTagBody : kTagLargeBody);
             }
             h.wait();
             b.wait();
@@ -555,27 +576,27 @@ void Mailbox::receiverLoop(int peer)
 {
     try {
         std::int64_t lastSequence = 0;
-        // A body leaves its sender only once this thread has posted its
-        // receive, after the header came: header-to-body time holds that
-        // round trip beside the transfer. Tiny bodies (control rows that go
-        // alone, postRow()) show the round trip alone; the least of their
-        // recent times is taken off. Left in, it made every estimate on a
-        // link with latency low, payloads sized from it smaller, and their
-        // estimates lower still.
-        std::deque<double> tinyBodyS;
+        // The receive the next eager body goes into, posted ahead.
+        torch::Tensor eagerBody;
+        Comm::Request nextEagerBody;
+        const auto postEagerBody = [&](bool fresh) {
+            if (fresh)
+                eagerBody = torch::empty({m_eagerWords}, torch::kInt);
+            nextEagerBody = m_comm.irecv(eagerBody, peer, kTagBody);
+        };
         // Delivered headers are checked once in: a forged one is counted
         // and dropped like any message that fails.
         std::int64_t lastDeliveredSequence = 0;
-        std::deque<std::pair<Comm::Request, torch::Tensor>> delivered;  // posted receives, oldest first
+        torch::Tensor deliveredHeader;
+        Comm::Request delivered;  // the Delivered receive outstanding, if any
         const auto takeDelivered = [&] {
-            auto [request, d] = std::move(delivered.front());
-            delivered.pop_front();
-            request.wait();
-            const auto *w = d.data_ptr<std::int64_t>();
-            const torch::Tensor none = torch::empty({0}, torch::kInt);
+            if (!delivered.sent())
+                return;
+            delivered.wait();
+            delivered = {};
+            const auto *w = deliveredHeader.data_ptr<std::int64_t>();
             if (w[0] != std::int64_t(Kind::Delivered) || w[2] != 0 || w[4] <= lastDeliveredSequence
-                || !auth::equal(QByteArrayView(reinterpret_cast<const char *>(w + kSealedWords), auth::kMacBytes),
-                                sealOf(m_receiveKeys[std::size_t(peer)], w, none))) {
+                || !sealedUnder(m_receiveKeys[std::size_t(peer)], w, torch::empty({0}, torch::kInt))) {
                 reject(peer, "was no genuine delivery notice");
                 return;
             }
@@ -584,8 +605,8 @@ void Mailbox::receiverLoop(int peer)
         torch::Tensor header;
         Comm::Request nextHeader;
         for (;;) {
-            while (!delivered.empty() && delivered.front().first.done())
-                takeDelivered();
+            if (!nextEagerBody.sent())
+                postEagerBody(true);
             if (!nextHeader.sent()) {
                 header = torch::zeros({kHeaderWords}, torch::kLong);
                 nextHeader = m_comm.irecv(header, peer, kTagHeader);
@@ -612,9 +633,21 @@ void Mailbox::receiverLoop(int peer)
             m.kind = Kind(kind);
             m.round = h[1];
             m.aux = h[3];
-            m.payload = torch::empty({words}, torch::kInt);
-            if (words > 0)
-                m_comm.irecv(m.payload, peer, kTagBody).wait();
+            const bool eager = words > 0 && words <= m_eagerWords;
+            if (eager) {
+                nextEagerBody.wait();
+                nextEagerBody = {};
+                // A small message is copied out, and its buffer takes the
+                // next body; a large one keeps it.
+                const bool small = 2 * words < m_eagerWords;
+                m.payload = small ? eagerBody.narrow(0, 0, words).clone() : eagerBody.narrow(0, 0, words);
+                if (kind != std::int64_t(Kind::Bye))
+                    postEagerBody(!small);
+            } else {
+                m.payload = torch::empty({words}, torch::kInt);
+                if (words > 0)
+                    m_comm.irecv(m.payload, peer, kTagLargeBody).wait();
+            }
             const double tookS = std::chrono::duration<double>(Clock::now() - headerArrived).count();
             // Gloo keeps a link's order, so a sequence number that does not
             // rise is a replay.
@@ -622,21 +655,23 @@ void Mailbox::receiverLoop(int peer)
                 reject(peer, "was replayed");
                 continue;
             }
-            if (!auth::equal(QByteArrayView(reinterpret_cast<const char *>(h + kSealedWords), auth::kMacBytes),
-                             sealOf(m_receiveKeys[std::size_t(peer)], h, m.payload))) {
+            if (!sealedUnder(m_receiveKeys[std::size_t(peer)], h, m.payload)) {
                 reject(peer, "failed authentication");
                 continue;
             }
             lastSequence = h[4];
             const double bodyBytes = double(words) * 4;
             // Its sender's Delivered header completes once this is posted.
+            // The previous one's sender sent it before this body, so it is
+            // in or right behind (Gloo queues a send only once its receive
+            // is posted): taking it now keeps one receive outstanding.
             if (bodyBytes >= kConfirmBytes) {
-                auto d = torch::zeros({kHeaderWords}, torch::kLong);
-                delivered.emplace_back(m_comm.irecv(d, peer, kTagDelivered), d);
+                takeDelivered();
+                deliveredHeader = torch::zeros({kHeaderWords}, torch::kLong);
+                delivered = m_comm.irecv(deliveredHeader, peer, kTagDelivered);
             }
             if (m.kind == Kind::Bye) {
-                while (!delivered.empty())
-                    takeDelivered();
+                takeDelivered();
                 {
                     std::lock_guard lock(m_mutex);
                     m_closed[std::size_t(peer)] = true;
@@ -644,17 +679,11 @@ void Mailbox::receiverLoop(int peer)
                 m_changed.notify_all();
                 return;
             }
-            const double handshakeS = tinyBodyS.empty() ? 0.0 : *std::min_element(tinyBodyS.begin(), tinyBodyS.end());
-            if (words > 0 && bodyBytes <= kTinyBodyBytes) {
-                tinyBodyS.push_back(tookS);
-                if (tinyBodyS.size() > kConfirmTimesKept)
-                    tinyBodyS.pop_front();
-            }
             {
                 std::lock_guard lock(m_mutex);
                 // The sender's link time covered header and body alike.
-                if ((bodyBytes >= kMinEstimateBytes || tookS >= kMinEstimateS) && tookS > handshakeS)
-                    m_incoming.addTransfer(peer, kHeaderBytes + bodyBytes, tookS - handshakeS);
+                if (eager && (bodyBytes >= kMinEstimateBytes || tookS >= kMinEstimateS))
+                    m_incoming.addTransfer(peer, kHeaderBytes + bodyBytes, tookS);
                 if (m.kind == Kind::Evaluating) {
                     // Banks the time some peer was evaluating up to now.
                     m_evaluatingS = evaluatingSecondsLocked();

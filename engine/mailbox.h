@@ -35,14 +35,20 @@ class LinkEmulator;
 //
 // Receivers measure their incoming links: the time from a message's header
 // to the end of its body is the time its bytes took on the link. Bodies
-// under 16 KiB that took under 0.25 s give no sample (timer noise and, on
-// real links, Gloo's handshake dominate them).
+// under 16 KiB that took under 0.25 s give no sample (timer noise
+// dominates them), nor do bodies over the eager size, whose time holds a
+// round trip (below).
 //
 // Gloo hands a message's bytes over only once the receiver has posted its
-// receive. A receiver posts the next header's receive as soon as a header
-// is in, so the next message never waits for this one's body plus a round
-// trip; a body's receive it posts when its header is in (the body leaves a
-// round trip after the header, which the emulator charges too).
+// receive, and takes a shorter message into a larger receive. So each
+// receiver keeps two receives posted: the next header's, and one of
+// `eagerWords` for the next body (the largest message a strategy sends, a
+// model or a dense gradient with a control row). A body that fits leaves
+// right behind its header; the receiver posts the next body's receive once
+// it has this one, so back-to-back bodies are a round trip apart. A larger
+// body leaves only once its receiver, having its header, has posted a
+// receive of its size: a round trip after the header. The emulator charges
+// both (docs/emulation.md).
 //
 // Senders see their links too. After a body of 1 KiB or more the sender
 // sends an empty Delivered header on a tag of its own, whose receive the
@@ -79,7 +85,12 @@ public:
         torch::Tensor payload;  // int32 words, possibly empty
     };
 
-    Mailbox(Comm &comm, const LinkEmulator &emulator);
+    // `eagerWords`: see above; every peer must pass the same.
+    Mailbox(Comm &comm, const LinkEmulator &emulator, std::int64_t eagerWords = kDefaultEagerWords);
+    static constexpr std::int64_t kDefaultEagerWords = 64 * 1024;
+    // The eager size for a model of `modelWords` words (parameters and
+    // buffers): a model, or a dense gradient, plus a control row.
+    static std::int64_t eagerWordsFor(std::int64_t modelWords);
     // Without close(): aborts the Comm so that no thread stays blocked.
     ~Mailbox();
     Mailbox(const Mailbox &) = delete;
@@ -93,13 +104,11 @@ public:
     // no message of its own (one more message per round paid a latency
     // round trip on its link: 6-8% of DLion's throughput on wan-hetero). It
     // goes alone, as a Control message, to a peer that has had no row for
-    // `periodS` and has no such Data message queued, and every
-    // kProbePeriods-th period in any case: receivers time their links'
-    // round trip on these tiny bodies. periodS 0: alone to every peer now.
+    // `periodS` and has no such Data message queued; periodS 0: alone to
+    // every peer now.
     // A receiver files a riding row as a Control message of its Data
     // message's round.
     void postRow(const torch::Tensor &words, std::int64_t round, double t, double periodS);
-    static constexpr int kProbePeriods = 8;
     // Queues `payload` (int32 words; undefined or empty for none) to `peer`
     // and returns at once. `t` is the training time, for the link schedule.
     void send(int peer, Kind kind, std::int64_t round, const torch::Tensor &payload, double t, std::int64_t aux = 0);
@@ -170,11 +179,13 @@ public:
     // The wire: a header of kHeaderWords int64 (kind, round, payload words,
     // the strategy's word, sequence number, words of a riding control row
     // at the payload's end, MAC) on kTagHeader, then the payload on
-    // kTagBody. seal() writes the MAC of `header`'s first kSealedWords and
-    // `body` under `key` into the header.
+    // kTagBody (kTagLargeBody when over the eager size). seal() writes the
+    // MAC of `header`'s first kSealedWords and `body` under `key` into the
+    // header.
     static constexpr int kTagHeader = 11;
     static constexpr int kTagBody = 12;
     static constexpr int kTagDelivered = 13;
+    static constexpr int kTagLargeBody = 14;
     static constexpr std::int64_t kHeaderWords = 8;
     static constexpr std::int64_t kSealedWords = 6;
     static void seal(const QByteArray &key, torch::Tensor &header, const torch::Tensor &body);
@@ -227,6 +238,7 @@ private:
     const LinkEmulator &m_emulator;
     const int m_rank;
     const int m_world;
+    const std::int64_t m_eagerWords;
 
     mutable std::mutex m_mutex;
     std::condition_variable m_changed;
@@ -262,7 +274,7 @@ private:
     std::int64_t m_rowVersion = 0;
     struct RowSent {
         std::int64_t version = 0;
-        Clock::time_point at{}, aloneAt{};  // the last row that left, the last that went alone
+        Clock::time_point at{};  // when the last row to this peer left
     };
     std::vector<RowSent> m_rowSent;  // per peer
     std::vector<std::int64_t> m_sentBytes;

@@ -27,7 +27,7 @@ class Worker::MessageLoop {
 public:
     MessageLoop(Worker &worker, Comm &comm, Trainer &trainer, LinkEmulator &emulator, Progress &progress)
         : m_worker(worker), m_trainer(trainer), m_emulator(emulator), m_progress(progress), m_rank(comm.rank()),
-          m_world(comm.world()), m_members(worker.m_plan.members), m_mailbox(comm, emulator),
+          m_world(comm.world()), m_members(worker.m_plan.members), m_mailbox(comm, emulator, Mailbox::eagerWordsFor(trainer.parameterCount() + trainer.bufferCount())),
           m_strategy(makeStrategy(worker.m_spec, trainer, comm, emulator, &m_mailbox)),
           m_pacer(worker.m_spec.threads), m_rows(m_world, m_rank), m_evals(m_world),
           m_interval(worker.m_spec.evalIntervalS)
