@@ -9,8 +9,10 @@ namespace dlion::protocol {
 // 3: a large message may span several frames (FrameCodec::kMoreFlag).
 // 4: the workers' data plane has a Delivered message (engine/mailbox.h),
 //    which a version-3 worker would take for a malformed frame.
-// 5: a data-plane header has a word for a control row riding at the end of
-//    its payload (engine/mailbox.h): 8 words where version 4 had 7.
+// 5: the workers' data plane (engine/mailbox.h): a header has a word for
+//    a control row riding at the end of its payload (8 words where 4 had
+//    7), bodies go into a receive posted ahead, Delivered has a tag of its
+//    own and Bye carries one word.
 inline constexpr std::uint8_t kProtocolVersion = 5;
 
 enum class MessageType : std::uint16_t {
