@@ -416,6 +416,7 @@ void Mailbox::close()
         std::lock_guard lock(m_mutex);
         for (int j = 0; j < m_world; ++j) {
             if (j != m_rank)
+                // One word: it takes the eager receive the peer keeps posted.
                 m_outbox[std::size_t(j)].push_back({Kind::Bye, 0, 0, torch::zeros({1}, torch::kInt), 0, Clock::now(), {}, 0});
         }
         m_closing = true;

@@ -74,7 +74,7 @@ class LinkEmulator;
 // a malformed frame surfaces as an exception from check() and waitUntil().
 class Mailbox {
 public:
-    // Delivered is the sender's own: see senderLoop().
+    // Delivered is the mailbox's own ("Senders see their links" above).
     enum class Kind : std::int64_t { Data = 1, Control, Eval, Barrier, Score, Model, Evaluating, Bye, Delivered };
     static constexpr int kKinds = int(Kind::Delivered) + 1;
     struct Message {
