@@ -452,8 +452,12 @@ void Mailbox::senderLoop(int peer)
             Outgoing m;
             {
                 std::unique_lock lock(m_mutex);
-                m_changed.wait(lock, [&] { return m_stopping || !m_outbox[std::size_t(peer)].empty(); });
-                if (m_stopping)
+                const auto &queue = m_outbox[std::size_t(peer)];
+                m_changed.wait(lock, [&] {
+                    return m_stopping || m_error
+                        || (!queue.empty() && (queue.front().pending == Pending::Queue || m_inFlight[std::size_t(peer)].empty()));
+                });
+                if (m_stopping || m_error)
                     return;
                 m = std::move(m_outbox[std::size_t(peer)].front());
                 m_outbox[std::size_t(peer)].pop_front();
@@ -501,7 +505,7 @@ void Mailbox::senderLoop(int peer)
             const bool confirm = double(m.payload.numel()) * 4 >= kConfirmBytes;
             if (confirm) {
                 std::lock_guard lock(m_mutex);
-                m_inFlight[std::size_t(peer)].push_back({bytes, ready, {}});
+                m_inFlight[std::size_t(peer)].push_back({bytes, ready, {}, done + roundTrip});
             }
             const Comm::Request h = m_comm.isend(header, peer, kTagHeader);
             Comm::Request b;
@@ -550,9 +554,11 @@ void Mailbox::confirmerLoop(int peer)
                 delivered = queue.front().delivered;
             }
             delivered.wait();
-            const auto now = Clock::now();
             {
-                std::lock_guard lock(m_mutex);
+                std::unique_lock lock(m_mutex);
+                if (m_changed.wait_until(lock, queue.front().confirmed, [&] { return m_stopping; }))
+                    return;
+                const auto now = Clock::now();
                 const InFlight f = queue.front();
                 queue.pop_front();
                 const double tookS = std::chrono::duration<double>(now - f.since).count();

@@ -120,6 +120,12 @@ public:
     // replacing bounds a link's queue to one message when a worker offers
     // more than the link carries, as a sender that accumulates until the
     // link is free would; queueing is for one message per round (DLion).
+    // An added or replaced message is taken only once the link has
+    // delivered the previous payload: a real link's sender hands a body to
+    // its socket at once and would otherwise pick the next one a whole
+    // transfer early, staler than the emulator's (Hop ran 1.5x slower over
+    // tc links than emulated), and it could not leave any sooner, since its
+    // receive is posted only once the previous body is in.
     enum class Pending { Queue, Add, Replace };
     // Queues a gradient payload as Data, encoded when the link takes it.
     // With deadlineS > 0 it streams its entries largest first and stops
@@ -258,6 +264,9 @@ private:
         double bytes = 0;
         Clock::time_point since;
         Comm::Request delivered;
+        // On an emulated link: when word of the delivery reaches the sender,
+        // a latency after the body arrived.
+        Clock::time_point confirmed{};
     };
     std::vector<std::deque<InFlight>> m_inFlight;  // per peer, oldest first
     // Per peer: the times of the last few confirmed messages; the least is

@@ -106,6 +106,7 @@ private Q_SLOTS:
     void knowledgeTransferMergeMath();
     void mailboxPacesLinksAndMeasuresThem();
     void eagerBodiesFollowTheirHeaders();
+    void replacedPayloadWaitsForTheLinkToDeliver();
     void controlRowsRideOnPayloads();
     void nextHeaderNeedNotWaitForTheBody();
     void cutLinkCarriesWhatFitsAndIsMeasured();
@@ -458,6 +459,42 @@ void TestDlionMath::eagerBodiesFollowTheirHeaders()
     // Measured on the eager payload alone (a larger body's time holds the
     // round trip): the link's rate.
     QVERIFY2(std::abs(estimate - 20) < 2, qPrintable(QString::number(estimate)));
+}
+
+void TestDlionMath::replacedPayloadWaitsForTheLinkToDeliver()
+{
+    // Link 0 -> 1 at 20 Mbit/s with 200 ms of latency. Model A (round 0,
+    // 80 ms on the link) leaves at once: it arrives after 280 ms, and word
+    // of it is back after 480 ms. Model B (round 1), offered 10 ms in, must
+    // wait for that word, so model C (round 2), offered 380 ms in, replaces
+    // it. A sender that took B as soon as A's body had left would deliver
+    // all three.
+    constexpr double kLatencyS = 0.2;
+    const QJsonObject emulation{{"links", QJsonArray{QJsonArray{0, 20}, QJsonArray{20, 0}}}, {"latency_ms", 1000 * kLatencyS}};
+    std::vector<std::int64_t> rounds;
+    const std::string error = onTwoRanks(emulation, [&](int r, Comm &comm, LinkEmulator &emulator) {
+        Mailbox mailbox(comm, emulator);
+        if (r == 0) {
+            const auto start = std::chrono::steady_clock::now();
+            const std::chrono::milliseconds offered[3] = {std::chrono::milliseconds(0), std::chrono::milliseconds(10),
+                                                          std::chrono::milliseconds(380)};
+            for (int i = 0; i < 3; ++i) {
+                std::this_thread::sleep_until(start + offered[i]);
+                SparseGradient model;
+                model.length = 50000;
+                model.values = torch::full({model.length}, float(i));
+                mailbox.sendGradient(1, i, model, 0, Mailbox::Pending::Replace);
+            }
+        } else {
+            if (!mailbox.waitForRounds(Mailbox::Kind::Data, {2, -1}, [] { return true; }))
+                throw std::runtime_error("the last model never arrived");
+            for (const auto &m : mailbox.take(Mailbox::Kind::Data))
+                rounds.push_back(m.round);
+        }
+        mailbox.close();
+    });
+    QVERIFY2(error.empty(), error.c_str());
+    QCOMPARE(rounds, (std::vector<std::int64_t>{0, 2}));
 }
 
 void TestDlionMath::controlRowsRideOnPayloads()
@@ -845,12 +882,15 @@ void TestDlionMath::strangerOnAGlooPairBreaksTheRendezvous()
             throw std::runtime_error("the stranger never reached the store");
         store->add("dlion/joined", 1);
         auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
-        opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+        for (int c = 0; c < Comm::kConnections; ++c)
+            opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
         c10d::ProcessGroupGloo pg(store, 1, 2, opts);
-        std::vector<torch::Tensor> proof{torch::full({Comm::kPairProofWords}, 7, torch::kInt)};
-        std::vector<torch::Tensor> theirs{torch::zeros({Comm::kPairProofWords}, torch::kInt)};
-        pg.send(proof, 0, Comm::kTagPairProof)->wait();
-        pg.recv(theirs, 0, Comm::kTagPairProof)->wait();
+        for (int c = 0; c < Comm::kConnections; ++c) {
+            std::vector<torch::Tensor> proof{torch::full({Comm::kPairProofWords}, 7, torch::kInt)};
+            std::vector<torch::Tensor> theirs{torch::zeros({Comm::kPairProofWords}, torch::kInt)};
+            pg.send(proof, 0, Comm::pairProofTag(c))->wait();
+            pg.recv(theirs, 0, Comm::pairProofTag(c))->wait();
+        }
     });
     QVERIFY2(error.empty(), error.c_str());
     QVERIFY2(refused.find("worker rank 1 did not prove it holds the run secret") != std::string::npos, refused.c_str());

@@ -26,6 +26,7 @@ struct Timing {
     double roundS = 0;  // median over workers of the mean round time
     double commS = 0;   // median over workers of the mean communication time
     qsizetype rounds = 0;
+    QJsonArray carriedMbps;  // per worker and outgoing link: bytes put on it over the run
 };
 
 double median(std::vector<double> v)
@@ -50,6 +51,14 @@ Timing timing(const core::RunData &d)
             c += r[i].commS;
         comm.push_back(c / double(r.size() - from));
         out.rounds = std::max(out.rounds, r.size());
+        QJsonArray links;
+        for (int j = 0; j < d.workers(); ++j) {
+            double bytes = 0;
+            for (qsizetype i = from + 1; i < r.size(); ++i)
+                bytes += std::size_t(j) < r[i].linkBytes.size() ? r[i].linkBytes[std::size_t(j)] : 0.0;
+            links.append(bytes * 8e-6 / (r.last().t - r[from].t));
+        }
+        out.carriedMbps.append(links);
     }
     out.roundS = median(round);
     out.commS = median(comm);
@@ -58,7 +67,7 @@ Timing timing(const core::RunData &d)
 
 QJsonObject toJson(const Timing &t)
 {
-    return {{"round_s", t.roundS}, {"comm_s", t.commS}, {"rounds", qint64(t.rounds)}};
+    return {{"round_s", t.roundS}, {"comm_s", t.commS}, {"rounds", qint64(t.rounds)}, {"carried_mbps", t.carriedMbps}};
 }
 
 } // namespace
