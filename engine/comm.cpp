@@ -129,9 +129,8 @@ void Comm::connect()
     try {
         group->store->setTimeout(o.timeout);
         auto opts = c10d::ProcessGroupGloo::Options::create(o.timeout);
-        for (int c = 0; c < kConnections; ++c)
-            opts->devices.push_back(o.localHost.empty() ? c10d::ProcessGroupGloo::createDefaultDevice()
-                                                        : c10d::ProcessGroupGloo::createDeviceForHostname(o.localHost));
+        opts->devices.push_back(o.localHost.empty() ? c10d::ProcessGroupGloo::createDefaultDevice()
+                                                    : c10d::ProcessGroupGloo::createDeviceForHostname(o.localHost));
         opts->threads = 1;
         group->pg = c10::make_intrusive<c10d::ProcessGroupGloo>(group->store, o.rank, o.world, opts);
     } catch (const GroupBrokenError &) {
@@ -152,20 +151,17 @@ void Comm::connect()
 void Comm::provePairs(const std::vector<std::uint8_t> &nonce, const std::function<GroupBrokenError(const std::string &)> &fail)
 {
     const QByteArrayView fresh(reinterpret_cast<const char *>(nonce.data()), qsizetype(nonce.size()));
-    auto proof = [&](int from, int to, int connection) {
-        const char c = char('0' + connection);
-        return auth::mac(auth::linkKey(m_groupKey, from, to), {"dlion gloo pair", fresh, QByteArrayView(&c, 1)});
-    };
+    auto proof = [&](int from, int to) { return auth::mac(auth::linkKey(m_groupKey, from, to), {"dlion gloo pair", fresh}); };
     std::vector<torch::Tensor> sent, received;
     std::vector<Request> requests;
     for (int j = 0; j < m_world; ++j) {
-        for (int c = 0; c < kConnections && j != m_rank; ++c) {
-            sent.push_back(torch::empty({kPairProofWords}, torch::kInt));
-            std::memcpy(sent.back().data_ptr(), proof(m_rank, j, c).constData(), auth::kMacBytes);
-            received.push_back(torch::zeros({kPairProofWords}, torch::kInt));
-            requests.push_back(isendOn(sent.back(), j, pairProofTag(c)));
-            requests.push_back(irecvOn(received.back(), j, pairProofTag(c)));
-        }
+        if (j == m_rank)
+            continue;
+        sent.push_back(torch::empty({kPairProofWords}, torch::kInt));
+        std::memcpy(sent.back().data_ptr(), proof(m_rank, j).constData(), auth::kMacBytes);
+        received.push_back(torch::zeros({kPairProofWords}, torch::kInt));
+        requests.push_back(isend(sent.back(), j, kTagPairProof));
+        requests.push_back(irecv(received.back(), j, kTagPairProof));
     }
     try {
         for (const Request &r : requests)
@@ -174,12 +170,12 @@ void Comm::provePairs(const std::vector<std::uint8_t> &nonce, const std::functio
         throw fail(std::string("a peer did not prove it holds the run secret on its Gloo link (") + e.what() + ")");
     }
     for (int j = 0, k = 0; j < m_world; ++j) {
-        for (int c = 0; c < kConnections && j != m_rank; ++c) {
-            const QByteArrayView got(static_cast<const char *>(received[std::size_t(k++)].data_ptr()), auth::kMacBytes);
-            if (!auth::equal(got, proof(j, m_rank, c)))
-                throw fail("worker rank " + std::to_string(j)
-                           + " did not prove it holds the run secret on its Gloo link: a stranger may have connected in its place");
-        }
+        if (j == m_rank)
+            continue;
+        const QByteArrayView got(static_cast<const char *>(received[std::size_t(k++)].data_ptr()), auth::kMacBytes);
+        if (!auth::equal(got, proof(j, m_rank)))
+            throw fail("worker rank " + std::to_string(j)
+                       + " did not prove it holds the run secret on its Gloo link: a stranger may have connected in its place");
     }
 }
 
@@ -308,18 +304,14 @@ Comm::Request Comm::request(torch::Tensor &t, Start start)
     return r;
 }
 
-Comm::Request Comm::isendOn(torch::Tensor &t, int dst, int glooTag)
+Comm::Request Comm::isend(torch::Tensor &t, int dst, int tag)
 {
-    return request(t, [&](std::vector<torch::Tensor> &v) { return m_group->send(v, dst, glooTag); });
+    return request(t, [&](std::vector<torch::Tensor> &v) { return m_group->send(v, dst, tag); });
 }
 
-Comm::Request Comm::irecvOn(torch::Tensor &t, int src, int glooTag)
+Comm::Request Comm::irecv(torch::Tensor &t, int src, int tag)
 {
-    return request(t, [&](std::vector<torch::Tensor> &v) { return m_group->recv(v, src, glooTag); });
+    return request(t, [&](std::vector<torch::Tensor> &v) { return m_group->recv(v, src, tag); });
 }
-
-Comm::Request Comm::isend(torch::Tensor &t, int dst, int tag) { return isendOn(t, dst, directedTag(tag, m_rank, dst)); }
-
-Comm::Request Comm::irecv(torch::Tensor &t, int src, int tag) { return irecvOn(t, src, directedTag(tag, src, m_rank)); }
 
 } // namespace dlion::engine

@@ -83,22 +83,12 @@ public:
 
     struct State;
 
-    // Two TCP connections join every pair of workers, and point-to-point
-    // messages from the lower rank to the higher take the first, the others
-    // the second. Gloo sends a message only once its receiver has said, on
-    // the same connection, that the receive is posted: sharing one
-    // connection, that word waited behind every byte the receiver had
-    // written towards the sender, so a link loaded both ways carried about
-    // 70% of its rate (tc-shaped links, models both ways). Collectives use
-    // both connections in turn.
-    static constexpr int kConnections = 2;
-    // The pair proof's Gloo tag on `connection` and its size (int32 words).
-    static int pairProofTag(int connection) { return kConnections + connection; }
+    // The pair proof's tag and size (int32 words) on the wire.
+    static constexpr int kTagPairProof = 1;
     static constexpr std::int64_t kPairProofWords = 4;
 
-    // Non-blocking point-to-point; `tag` must match on both ends, and goes
-    // on the connection of the message's direction. The tensor must stay
-    // alive until the request completes.
+    // Non-blocking point-to-point; `tag` must match on both ends. The tensor
+    // must stay alive until the request completes.
     class Request {
     public:
         Request() = default;
@@ -115,12 +105,6 @@ public:
 private:
     template <typename Start>
     Request request(torch::Tensor &t, Start start);
-    // The Gloo tag of `tag` from rank `from` to rank `to`: Gloo picks the
-    // connection by the tag modulo kConnections. Tags below 2 * kConnections
-    // are the pair proofs'.
-    static int directedTag(int tag, int from, int to) { return kConnections * (tag + 2) + (from < to ? 0 : 1); }
-    Request isendOn(torch::Tensor &t, int dst, int glooTag);
-    Request irecvOn(torch::Tensor &t, int src, int glooTag);
     void waitCollective(const std::shared_ptr<c10d::Work> &work, const char *what);
     bool aborted() const;
     void provePairs(const std::vector<std::uint8_t> &nonce, const std::function<GroupBrokenError(const std::string &)> &fail);

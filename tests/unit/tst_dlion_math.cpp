@@ -882,15 +882,12 @@ void TestDlionMath::strangerOnAGlooPairBreaksTheRendezvous()
             throw std::runtime_error("the stranger never reached the store");
         store->add("dlion/joined", 1);
         auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
-        for (int c = 0; c < Comm::kConnections; ++c)
-            opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+        opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
         c10d::ProcessGroupGloo pg(store, 1, 2, opts);
-        for (int c = 0; c < Comm::kConnections; ++c) {
-            std::vector<torch::Tensor> proof{torch::full({Comm::kPairProofWords}, 7, torch::kInt)};
-            std::vector<torch::Tensor> theirs{torch::zeros({Comm::kPairProofWords}, torch::kInt)};
-            pg.send(proof, 0, Comm::pairProofTag(c))->wait();
-            pg.recv(theirs, 0, Comm::pairProofTag(c))->wait();
-        }
+        std::vector<torch::Tensor> proof{torch::full({Comm::kPairProofWords}, 7, torch::kInt)};
+        std::vector<torch::Tensor> theirs{torch::zeros({Comm::kPairProofWords}, torch::kInt)};
+        pg.send(proof, 0, Comm::kTagPairProof)->wait();
+        pg.recv(theirs, 0, Comm::kTagPairProof)->wait();
     });
     QVERIFY2(error.empty(), error.c_str());
     QVERIFY2(refused.find("worker rank 1 did not prove it holds the run secret") != std::string::npos, refused.c_str());
