@@ -452,15 +452,15 @@ void Mailbox::senderLoop(int peer)
             Outgoing m;
             {
                 std::unique_lock lock(m_mutex);
-                const auto &queue = m_outbox[std::size_t(peer)];
+                auto &queue = m_outbox[std::size_t(peer)];
                 m_changed.wait(lock, [&] {
                     return m_stopping || m_error
                         || (!queue.empty() && (queue.front().pending == Pending::Queue || m_inFlight[std::size_t(peer)].empty()));
                 });
                 if (m_stopping || m_error)
                     return;
-                m = std::move(m_outbox[std::size_t(peer)].front());
-                m_outbox[std::size_t(peer)].pop_front();
+                m = std::move(queue.front());
+                queue.pop_front();
             }
             double latencyS = 0;
             {

@@ -123,9 +123,9 @@ public:
     // An added or replaced message is taken only once the link has
     // delivered the previous payload: a real link's sender hands a body to
     // its socket at once and would otherwise pick the next one a whole
-    // transfer early, staler than the emulator's (Hop ran about 2x slower over
-    // tc links than emulated), and it could not leave any sooner, since its
-    // receive is posted only once the previous body is in.
+    // transfer early, staler than the emulator's (Hop ran about 2x slower
+    // over tc links than emulated), and it could not leave any sooner,
+    // since its receive is posted only once the previous body is in.
     enum class Pending { Queue, Add, Replace };
     // Queues a gradient payload as Data, encoded when the link takes it.
     // With deadlineS > 0 it streams its entries largest first and stops
