@@ -3,7 +3,8 @@
 
 Runs `dlion run --workers N --model lenet5 --dataset fashion-mnist` and
 samples every agent's /proc/PID/smaps_rollup while it runs: Rss counts the
-shared libraries' pages in every agent, Pss divides shared pages between
+shared libraries' pages in every agent, Anonymous only the memory no file
+backs (heap, stacks, written pages of libraries), Pss divides shared pages between
 the processes that map them (so the agents' Pss adds up to what they cost
 together). Also an idle agent (LibTorch loaded, no job): the floor.
 Evaluations are kept small (1000 samples every 10 s): 16 replicas scoring
@@ -59,7 +60,7 @@ def idle_agent():
     try:
         p.stdout.readline()  # "dlion-agent listening on ..."
         m = rollup_kb(p.pid)
-        return {"rss_mb": round(m["Rss"] / 1024, 1), "pss_mb": round(m["Pss"] / 1024, 1)}
+        return {key.lower() + "_mb": round(m[key] / 1024, 1) for key in ("Rss", "Anonymous", "Pss")}
     finally:
         p.terminate()
         p.wait()
@@ -72,7 +73,7 @@ def run(workers, seconds, strategy, timeout):
                 "--dataset", "fashion-mnist", "--seconds", str(seconds), "--seed", "7", "--eval-samples", "1000",
                 "--eval-interval", "10", "--out", out, "--quiet"]
         proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        peak_rss, peak_pss, peak_total_pss = {}, {}, 0
+        peak_rss, peak_anon, peak_pss, peak_total_pss = {}, {}, {}, 0
         deadline = time.monotonic() + timeout
         while proc.poll() is None and time.monotonic() < deadline:
             total = 0
@@ -80,6 +81,7 @@ def run(workers, seconds, strategy, timeout):
                 m = rollup_kb(pid)
                 if m:
                     peak_rss[pid] = max(peak_rss.get(pid, 0), m["Rss"])
+                    peak_anon[pid] = max(peak_anon.get(pid, 0), m["Anonymous"])
                     peak_pss[pid] = max(peak_pss.get(pid, 0), m["Pss"])
                     total += m["Pss"]
             peak_total_pss = max(peak_total_pss, total)
@@ -92,6 +94,7 @@ def run(workers, seconds, strategy, timeout):
         done = proc.returncode == 0 and summary is not None and summary["status"] == "finished"
         result = {"workers": workers, "strategy": strategy, "seconds": seconds, "completed": done,
                   "sampled_peak_rss_mb": sorted(round(v / 1024, 1) for v in peak_rss.values()),
+                  "sampled_peak_anon_mb": sorted(round(v / 1024, 1) for v in peak_anon.values()),
                   "sampled_peak_pss_mb": sorted(round(v / 1024, 1) for v in peak_pss.values()),
                   "peak_total_pss_mb": round(peak_total_pss / 1024, 1)}
         if summary:
