@@ -154,8 +154,8 @@ int main(int argc, char **argv)
     // Everything is loaded: drop the library pages only the loader read
     // (about 100 of an idle agent's 160 MB resident; library_pages.h).
     const dlion::agent::ReleasedPages released = dlion::agent::releaseUnwrittenFilePages();
-    qCDebug(lcAgent, "released %lld kB of unwritten file pages in %d mappings",
-            static_cast<long long>(released.bytes / 1024), released.mappings);
+    qCInfo(lcAgent, "released %lld kB of unwritten file pages in %d mappings",
+           static_cast<long long>(released.bytes / 1024), released.mappings);
     QObject::connect(&server, &dlion::agent::AgentServer::shutdownRequested, &app, &QCoreApplication::quit,
                      Qt::QueuedConnection);
     // The controller that started us reads this line to learn the port.
