@@ -7,6 +7,7 @@
 
 #include <run_data.h>
 
+#include <QElapsedTimer>
 #include <QEvent>
 #include <QGridLayout>
 
@@ -110,6 +111,7 @@ void Dashboard::rebuild()
 {
     m_epoch = m_model.epoch();
     m_revision = 0;
+    m_unpainted.clear();  // every plot is replotted below
     const int n = m_model.workers();
     const bool legend = n <= kMaxLegendWorkers;
     m_share->setWorkers(n);
@@ -146,8 +148,28 @@ int Dashboard::refresh()
         m_model.catchUp(*m_data);
     if (m_model.epoch() != m_epoch)
         rebuild();
-    if (m_model.revision() == m_revision)
-        return 0;
+    if (m_model.revision() != m_revision)
+        syncPlots();
+    // Plots left over wait at the front, so each gets its turn.
+    QElapsedTimer clock;
+    clock.start();
+    int replotted = 0;
+    while (!m_unpainted.isEmpty()) {
+        QCustomPlot *p = m_unpainted.first();
+        if (replotted > 0 && double(clock.nsecsElapsed()) / 1e6 + p->replotTime() > m_frameBudgetMs)
+            break;
+        m_unpainted.removeFirst();
+        // A hidden plot is painted when shown, from data synced already.
+        if (p->isVisible()) {
+            p->replot(QCustomPlot::rpImmediateRefresh);
+            ++replotted;
+        }
+    }
+    return replotted;
+}
+
+void Dashboard::syncPlots()
+{
     m_revision = m_model.revision();
     QList<QCustomPlot *> dirty;
     auto share = [this](int w) {
@@ -164,14 +186,10 @@ int Dashboard::refresh()
         if (p->sync())
             dirty.append(p);
     }
-    int replotted = 0;
     for (QCustomPlot *p : std::as_const(dirty)) {
-        if (p->isVisible()) {
-            p->replot(QCustomPlot::rpImmediateRefresh);
-            ++replotted;
-        }
+        if (!m_unpainted.contains(p))
+            m_unpainted.append(p);
     }
-    return replotted;
 }
 
 qsizetype Dashboard::pointCount() const

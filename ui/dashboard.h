@@ -41,9 +41,13 @@ public:
 
     // Plots refresh at `hz` (0: only when refresh() is called).
     void setRefreshRate(int hz);
-    // Pulls new telemetry and replots what changed; returns the number of
-    // plots replotted. The refresh timer calls it.
+    // Pulls new telemetry and replots what changed, as many plots as fit in
+    // a frame (the rest on the next refreshes, longest waiting first);
+    // returns the number of plots replotted. The refresh timer calls it.
     int refresh();
+    // What a refresh may spend painting, judged by each plot's last paint
+    // time; it paints at least one plot (0: exactly one).
+    void setFrameBudget(double ms) { m_frameBudgetMs = ms; }
 
     qsizetype pointCount() const;
     qsizetype heldPointCount() const;
@@ -57,6 +61,7 @@ protected:
 
 private:
     void rebuild();
+    void syncPlots();  // new telemetry into the plots; the changed ones wait to be painted
     void applyTheme();
     double capFor(int from, int to) const;
     QString linkText(int from, int to) const;
@@ -66,6 +71,10 @@ private:
     QList<QList<double>> m_caps;
     quint64 m_epoch = 0;
     quint64 m_revision = 0;
+    QList<QCustomPlot *> m_unpainted;
+    // Eight plots replotted at once took 20-35 ms a refresh on a 2-core
+    // machine (bench_dashboard), longer than a frame.
+    double m_frameBudgetMs = 14;
     QTimer m_timer;
     int m_hz = 30;
 

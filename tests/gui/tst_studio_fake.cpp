@@ -13,6 +13,7 @@
 #include <local_cluster_form.h>
 #include <cluster_page.h>
 #include <main_window.h>
+#include <report_qcp.h>
 #include <run_store.h>
 #include <worker_status_list.h>
 
@@ -50,6 +51,7 @@ private Q_SLOTS:
     void init();
     void cleanup();
     void liveTelemetryReachesTheDashboard();
+    void busyDashboardPaintsEveryPlotInTurn();
     void stopSendsStopAndTheRunIsStored();
     void pauseResumeAndMergeSendTheirCommands();
     void liveSlowdownReachesTheWorker();
@@ -155,6 +157,57 @@ void TestStudioFake::liveTelemetryReachesTheDashboard()
     QCOMPARE(model.lastRound(0)->share, 0.5);
     QCOMPARE(model.lastRound(1)->round, qint64(kRounds));
     QCOMPARE(run()->phase(), Phase::Running);
+}
+
+void TestStudioFake::busyDashboardPaintsEveryPlotInTurn()
+{
+    // 16 workers and every plot changed before every refresh: a refresh
+    // paints what fits in its budget, and plots left over go first next
+    // time. With no budget it paints one plot, so each gets every n-th.
+    constexpr int kWorkers = 16;
+    ui::Dashboard dash;
+    dash.setRefreshRate(0);
+    dash.setFrameBudget(0);
+    dash.resize(1600, 900);
+    dash.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&dash));
+    dash.reset(kWorkers, {});
+    const QList<QCustomPlot *> plots = dash.plots();
+    QHash<QCustomPlot *, int> paints;
+    for (QCustomPlot *p : plots)
+        connect(p, &QCustomPlot::afterReplot, this, [&paints, p] { ++paints[p]; });
+    const int refreshes = 3 * int(plots.size());
+    for (int r = 0; r < refreshes; ++r) {
+        protocol::TelemetryBatch b;
+        for (int w = 0; w < kWorkers; ++w) {
+            protocol::RoundRecord rec;
+            rec.worker = w;
+            rec.round = r;
+            rec.t = 0.1 * r;
+            rec.share = (1.0 + (r + w) % 3) / (2 * kWorkers);
+            rec.rate = 100.0 + r + w;
+            rec.loss = 1.0 / (r + 1);
+            rec.linkMbps.assign(std::size_t(kWorkers), 10.0 + r);
+            rec.linkFraction.assign(std::size_t(kWorkers), 1.0 / (r + 2));
+            b.rounds.append(rec);
+            b.evals.append({w, r, rec.t, 0.5 + 0.01 * r});
+        }
+        dash.model().append(b);
+        QCOMPARE(dash.refresh(), 1);
+    }
+    int visible = 0;
+    for (QCustomPlot *p : plots) {
+        if (!p->isVisible())
+            continue;
+        ++visible;
+        QVERIFY2(paints.value(p) >= 3, qPrintable(QStringLiteral("plot %1 painted %2 times in %3 refreshes")
+                                                      .arg(plots.indexOf(p)).arg(paints.value(p)).arg(refreshes)));
+    }
+    QVERIFY(visible > 0);
+    // With nothing new, what is left gets painted, and then nothing is.
+    for (int i = 0; i < plots.size() && dash.refresh() > 0; ++i) {
+    }
+    QCOMPARE(dash.refresh(), 0);
 }
 
 void TestStudioFake::stopSendsStopAndTheRunIsStored()
