@@ -154,16 +154,19 @@ int Dashboard::refresh()
     QElapsedTimer clock;
     clock.start();
     int replotted = 0;
-    while (!m_unpainted.isEmpty()) {
-        QCustomPlot *p = m_unpainted.first();
+    for (auto it = m_unpainted.begin(); it != m_unpainted.end();) {
+        QCustomPlot *p = *it;
+        // A hidden plot keeps its place: QCustomPlot does not replot when
+        // shown, so it would show stale curves (a page switched back to).
+        if (!p->isVisible()) {
+            ++it;
+            continue;
+        }
         if (replotted > 0 && double(clock.nsecsElapsed()) / 1e6 + p->replotTime() > m_frameBudgetMs)
             break;
-        m_unpainted.removeFirst();
-        // A hidden plot is painted when shown, from data synced already.
-        if (p->isVisible()) {
-            p->replot(QCustomPlot::rpImmediateRefresh);
-            ++replotted;
-        }
+        it = m_unpainted.erase(it);
+        p->replot(QCustomPlot::rpImmediateRefresh);
+        ++replotted;
     }
     return replotted;
 }

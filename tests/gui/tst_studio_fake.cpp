@@ -208,6 +208,19 @@ void TestStudioFake::busyDashboardPaintsEveryPlotInTurn()
     for (int i = 0; i < plots.size() && dash.refresh() > 0; ++i) {
     }
     QCOMPARE(dash.refresh(), 0);
+
+    // Plots hidden when their data changed (another page in front) are
+    // painted once shown again.
+    for (QCustomPlot *p : plots)
+        p->hide();
+    protocol::TelemetryBatch late;
+    for (int w = 0; w < kWorkers; ++w)
+        late.evals.append({w, refreshes, 0.1 * refreshes, 0.9});
+    dash.model().append(late);
+    QCOMPARE(dash.refresh(), 0);
+    for (QCustomPlot *p : plots)
+        p->show();
+    QCOMPARE(dash.refresh(), 1);
 }
 
 void TestStudioFake::stopSendsStopAndTheRunIsStored()
