@@ -19,10 +19,15 @@ void ComputePacer::begin()
     m_cpuStart = cpuSeconds();
 }
 
-double ComputePacer::end(double factor)
+void ComputePacer::catchUp(double factor)
 {
     m_emulatedS = (cpuSeconds() - m_cpuStart) * (factor < 1 ? 1 : factor);
     std::this_thread::sleep_until(m_wallStart + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(m_emulatedS)));
+}
+
+double ComputePacer::end(double factor)
+{
+    catchUp(factor);
     return std::chrono::duration<double>(Clock::now() - m_wallStart).count();
 }
 

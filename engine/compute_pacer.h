@@ -19,6 +19,10 @@ public:
     explicit ComputePacer(int threads = 1) : m_threads(threads < 1 ? 1 : threads) {}
 
     void begin();
+    // Sleeps until the step so far has lasted its emulated length, so work
+    // started mid-step (a gradient bucket's all-reduce) starts when it would
+    // on the emulated machine.
+    void catchUp(double factor);
     // Sleeps until the step has lasted its emulated length; returns how long
     // it lasted (seconds), which is never less than the emulated length.
     double end(double factor);

@@ -37,12 +37,15 @@ struct RoundContext {
     // round's batch is computed. Undefined or empty otherwise.
     torch::Tensor gradWithControl;
     std::function<void(std::int64_t batch)> packControl;
+    // Sleeps until the compute so far has lasted its emulated length (the
+    // worker's slowdown); work a strategy starts mid-backward calls it first.
+    std::function<void()> paceCompute;
 };
 
 // A distributed training strategy: how much each worker computes and how
 // workers combine what they learned. The worker loop calls, every round:
 //
-//   localBatch()  -> forward/backward on that many samples
+//   localBatch()  -> beginCompute() -> forward/backward on that many samples
 //   exchange()    -> turn the local mean gradient into the step's gradient
 //   optimizer step
 //   afterStep()   -> model-level exchange (averaging, knowledge transfer)
@@ -55,6 +58,9 @@ class Strategy {
 public:
     virtual ~Strategy() = default;
     virtual std::int64_t localBatch(const RoundContext &ctx) = 0;
+    // Just before forward/backward: a strategy that communicates during
+    // backward arms its hooks here.
+    virtual void beginCompute(RoundContext &) {}
     // `grad` holds this worker's mean gradient over its local batch; on
     // return it holds the gradient to step with. Fills bytesSent and the
     // per-link telemetry of ctx.record.

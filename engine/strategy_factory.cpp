@@ -5,7 +5,6 @@
 #include "gaia_strategy.h"
 #include "hop_strategy.h"
 #include "strategy.h"
-#include "strategy_options.h"
 
 namespace dlion::engine {
 
@@ -17,10 +16,8 @@ std::unique_ptr<Strategy> makeStrategy(const protocol::JobSpec &spec, Trainer &t
     if (exchangesMessages(spec.strategy) && !mailbox)
         throw EngineError("strategy " + spec.strategy.toStdString() + " exchanges messages and needs a mailbox");
     const QString &name = spec.strategy;
-    if (name == QLatin1String("allreduce")) {
-        StrategyOptions(spec.strategyOptions, name);
-        return std::make_unique<AllreduceStrategy>(spec, comm);
-    }
+    if (name == QLatin1String("allreduce"))
+        return std::make_unique<AllreduceStrategy>(spec, comm, &trainer);
     if (name == QLatin1String("dlion"))
         return std::make_unique<DlionStrategy>(spec, trainer, *mailbox);
     if (name == QLatin1String("gaia"))

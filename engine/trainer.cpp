@@ -96,7 +96,7 @@ std::vector<torch::Tensor> floatingBuffers(Model &model)
 
 } // namespace
 
-Trainer::Trainer(const protocol::JobSpec &spec, std::int64_t gradientTail) : m_spec(spec), m_rng(spec.seed * 7919 + std::uint64_t(spec.rank))
+Trainer::Trainer(const protocol::JobSpec &spec, std::int64_t gradientHead) : m_spec(spec), m_rng(spec.seed * 7919 + std::uint64_t(spec.rank))
 {
     const std::vector<std::string> classNames = toStd(spec.classNames);
     const protocol::WorkerData own = spec.dataFor(spec.rank);
@@ -176,19 +176,19 @@ Trainer::Trainer(const protocol::JobSpec &spec, std::int64_t gradientTail) : m_s
     m_state = torch::empty({count + totalSize(buffers)});
     m_params = m_state.narrow(0, 0, count);
     m_buffers = m_state.narrow(0, count, m_state.numel() - count);
-    m_gradStore = torch::zeros({count + gradientTail});
-    m_grad = m_gradStore.narrow(0, 0, count);
+    m_gradStore = torch::zeros({gradientHead + count});
+    m_grad = m_gradStore.narrow(0, gradientHead, count);
     viewsInto(params, m_params, &m_grad);
     viewsInto(buffers, m_buffers, nullptr);
     m_momentum = torch::zeros_like(m_params);
     m_cursor = m_trainX.size(0);  // the first batch shuffles
 }
 
-torch::Tensor Trainer::gradWithTail(std::int64_t n) const
+torch::Tensor Trainer::gradWithHead(std::int64_t n) const
 {
-    TORCH_CHECK(n >= 0 && m_grad.numel() + n <= m_gradStore.numel(), "gradWithTail: ", n, " floats asked, ",
-                m_gradStore.numel() - m_grad.numel(), " spare");
-    return m_gradStore.narrow(0, 0, m_grad.numel() + n);
+    const std::int64_t spare = m_gradStore.numel() - m_grad.numel();
+    TORCH_CHECK(n >= 0 && n <= spare, "gradWithHead: ", n, " floats asked, ", spare, " spare");
+    return m_gradStore.narrow(0, spare - n, n + m_grad.numel());
 }
 
 torch::Tensor Trainer::normalised(const torch::Tensor &samples)

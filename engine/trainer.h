@@ -36,9 +36,9 @@ class Trainer {
 public:
     // Loads the data: partition `rank` of `world` of the job's dataset, or
     // all of this worker's own (JobSpec::workerData); and the test subset.
-    // `gradientTail` spare floats follow the gradient in memory (see
-    // gradWithTail).
-    explicit Trainer(const protocol::JobSpec &spec, std::int64_t gradientTail = 0);
+    // `gradientHead` spare floats precede the gradient in memory (see
+    // gradWithHead).
+    explicit Trainer(const protocol::JobSpec &spec, std::int64_t gradientHead = 0);
 
     // Forward and backward on the next `samples` local samples; leaves their
     // mean gradient in flatGrad(). Returns the mean loss.
@@ -57,9 +57,11 @@ public:
 
     torch::Tensor &flatParams() { return m_params; }
     torch::Tensor &flatGrad() { return m_grad; }
-    // The gradient and the first n of its spare floats as one tensor, so a
+    // The last n of the spare floats and the gradient as one tensor, so a
     // collective that sends the gradient carries them in the same message.
-    torch::Tensor gradWithTail(std::int64_t n) const;
+    // They lead so that they travel with the parameters backward finishes
+    // last (gradient_buckets.h).
+    torch::Tensor gradWithHead(std::int64_t n) const;
     torch::Tensor &flatMomentum() { return m_momentum; }
     // The floating-point buffers (BatchNorm statistics), flat like the
     // parameters; empty for a model without them.
@@ -92,7 +94,7 @@ private:
     protocol::JobSpec m_spec;
     std::shared_ptr<Model> m_model;
     torch::Tensor m_state, m_params, m_buffers;  // the latter two are views into m_state
-    torch::Tensor m_gradStore, m_grad, m_momentum;  // m_grad: a view into m_gradStore, before the spare floats
+    torch::Tensor m_gradStore, m_grad, m_momentum;  // m_grad: a view into m_gradStore, after the spare floats
     std::vector<std::int64_t> m_inputShape;
     torch::Tensor m_trainX, m_trainY, m_testX, m_testY, m_heldX, m_heldY;  // NCHW, uint8 or float
     torch::Tensor m_featureMean, m_featureStd;  // float data's standardisation

@@ -428,6 +428,8 @@ void Worker::runRound(Strategy &strategy, Trainer &trainer, LinkEmulator &emulat
     const std::int64_t batch = strategy.localBatch(ctx);
     const double factor = m_slowdown;
     pacer.begin();
+    ctx.paceCompute = [&pacer, factor] { pacer.catchUp(factor); };
+    strategy.beginCompute(ctx);
     rec.loss = trainer.computeGradient(batch);
     const double computeS = pacer.end(factor);
     progress.meter.add(double(batch), computeS);
@@ -497,8 +499,8 @@ Worker::GroupEnd Worker::train(Comm &comm, Trainer &trainer, LinkEmulator &emula
         control.exchange(mine, strategy->incomingBandwidth());
     };
     const std::int64_t controlSize = ControlExchange::blockSize(world);
-    const torch::Tensor gradWithControl = trainer.gradWithTail(controlSize);
-    const torch::Tensor controlBlock = gradWithControl.narrow(0, trainer.parameterCount(), controlSize);
+    const torch::Tensor gradWithControl = trainer.gradWithHead(controlSize);
+    const torch::Tensor controlBlock = gradWithControl.narrow(0, 0, controlSize);
 
     setState(protocol::WorkerState::Running);
     // A group's first round, and one after a pause, exchange the control

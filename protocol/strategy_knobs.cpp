@@ -51,6 +51,14 @@ Knob timeoutKnob()
                   "Longest wait on a silent peer or collective before the run fails with a message", " s");
 }
 
+QList<Knob> allreduceKnobs()
+{
+    return {number("bucket_mb", 25, 0, 1024, "&Bucket size:",
+                   "Gradient all-reduce buckets, as DDP's bucket_cap_mb: each is all-reduced while backward still "
+                   "runs (the first holds at most 1 MB); 0 all-reduces the whole gradient after backward",
+                   " MB")};
+}
+
 QList<Knob> dlionKnobs()
 {
     return {flag("wdb", true, "Weighted dynamic batching", "Each worker's batch share follows its measured compute rate"),
@@ -167,7 +175,7 @@ QString Knob::rangeText() const
 const QList<StrategyInfo> &strategies()
 {
     static const QList<StrategyInfo> all = {
-        strategy("allreduce", "All-reduce (BSP, like PyTorch DDP)", {}),
+        strategy("allreduce", "All-reduce (BSP, like PyTorch DDP)", allreduceKnobs()),
         strategy("dlion", "DLion (WDB + prioritized exchange + DKT)", dlionKnobs()),
         strategy("gaia", "Gaia (significance filter)", gaiaKnobs()),
         strategy("ako", "Ako (partial gradient partitions)", akoKnobs()),

@@ -4,6 +4,7 @@
 #include <batch_shares.h>
 #include <bandwidth_estimator.h>
 #include <engine_error.h>
+#include <gradient_buckets.h>
 #include <knowledge_transfer.h>
 #include <link_emulator.h>
 #include <link_pacer.h>
@@ -117,6 +118,8 @@ private Q_SLOTS:
     void strangerOnAGlooPairBreaksTheRendezvous();
     void controlExchangeGivesEveryWorkerEveryRow();
     void allreduceCarriesTheControlSlotsWithItsGradient();
+    void bucketsFollowDdpsRule();
+    void bucketsAreAllReducedWhileBackwardRuns();
     void controlRowsAgreeOnFlagsAndLinks();
     void evalCollectorReportsAnIndexOnceEveryReplicaReachedIt();
 };
@@ -976,6 +979,105 @@ void TestDlionMath::allreduceCarriesTheControlSlotsWithItsGradient()
         // The ring moves 2(n-1)/n of everything all-reduced: gradient and slots.
         QCOMPARE(bytes[r], std::int64_t((kParams + block) * sizeof(float)));
     }
+}
+
+void TestDlionMath::bucketsFollowDdpsRule()
+{
+    // Floats per parameter; reversed, they fill 400-byte then 800-byte buckets.
+    const std::vector<std::int64_t> sizes{30, 10, 200, 60, 50, 40};
+    const auto b = assignBuckets(sizes, 400, 800);
+    QCOMPARE(b.size(), std::size_t(3));
+    // 40 + 50 floats = 360 bytes < 400; + 60 reaches it.
+    QCOMPARE(b[0].firstParam, std::size_t(3));
+    QCOMPARE(b[0].endParam, std::size_t(6));
+    QCOMPARE(b[0].offset, std::int64_t(240));
+    QCOMPARE(b[0].size, std::int64_t(150));
+    QCOMPARE(b[1].firstParam, std::size_t(2));  // 200 floats fill a bucket alone
+    QCOMPARE(b[2].firstParam, std::size_t(0));  // what is left, however small
+    QCOMPARE(b[2].size, std::int64_t(40));
+    // DDP's default for a small model: one bucket, all-reduced after backward.
+    QCOMPARE(assignBuckets(sizes, 1 << 20, 25 << 20).size(), std::size_t(1));
+}
+
+namespace {
+
+// A three-layer net whose gradients are views into `store` after `head`
+// floats, initialised without the (process-wide) random generator.
+torch::nn::Sequential flatNet(torch::Tensor &store, std::int64_t head)
+{
+    torch::nn::Sequential net(torch::nn::Linear(8, 16), torch::nn::Functional(torch::relu), torch::nn::Linear(16, 16),
+                              torch::nn::Functional(torch::relu), torch::nn::Linear(16, 4));
+    torch::NoGradGuard noGrad;
+    std::int64_t count = 0;
+    for (const auto &p : net->parameters())
+        count += p.numel();
+    store = torch::zeros({head + count});
+    std::int64_t offset = head;
+    for (auto p : net->parameters()) {
+        p.copy_(torch::sin(torch::arange(p.numel(), torch::kFloat) * 0.37f + float(offset)).view_as(p));
+        p.mutable_grad() = store.narrow(0, offset, p.numel()).view_as(p);
+        offset += p.numel();
+    }
+    return net;
+}
+
+torch::Tensor netLoss(torch::nn::Sequential &net, int rank)
+{
+    const auto x = torch::cos(torch::arange(32, torch::kFloat) * float(rank + 1)).view({4, 8});
+    return net->forward(x).pow(2).sum();
+}
+
+} // namespace
+
+void TestDlionMath::bucketsAreAllReducedWhileBackwardRuns()
+{
+    constexpr std::int64_t kHead = 3;
+    // What the all-reduce must give: both ranks' gradients summed.
+    torch::Tensor expected;
+    {
+        torch::Tensor store;
+        auto net = flatNet(store, kHead);
+        for (int r = 0; r < 2; ++r)
+            netLoss(net, r).backward();
+        expected = store.narrow(0, kHead, store.numel() - kHead).clone();
+    }
+    torch::Tensor result[2];
+    int early[2] = {0, 0}, startsAfterBackward[2] = {0, 0};
+    std::size_t buckets[2] = {0, 0};
+    const std::string error = onTwoRanks({}, [&](int r, Comm &comm, LinkEmulator &) {
+        torch::Tensor store;
+        auto net = flatNet(store, kHead);
+        // Caps of 280 then 800 bytes: three buckets of the 484 floats.
+        OverlappedAllreduce overlap(comm, net->parameters(), store, kHead, 280, 800);
+        buckets[r] = overlap.buckets().size();
+        for (int round = 0; round < 2; ++round) {
+            bool backwardDone = false;
+            overlap.begin([&] { startsAfterBackward[r] += backwardDone ? 1 : 0; });
+            store.zero_();
+            netLoss(net, r).backward();
+            backwardDone = true;
+            store.narrow(0, 0, kHead).fill_(float(10 * (r + 1)));  // the control slots, written after the step
+            early[r] += overlap.finish().startedDuringBackward;
+        }
+        result[r] = store.clone();
+    });
+    QVERIFY2(error.empty(), error.c_str());
+    for (int r = 0; r < 2; ++r) {
+        QCOMPARE(buckets[r], std::size_t(3));
+        // Two rounds, and in each the hooks started the two buckets before the last.
+        QCOMPARE(early[r], 4);
+        QCOMPARE(startsAfterBackward[r], 0);
+        QVERIFY(torch::equal(result[r].narrow(0, kHead, expected.numel()), expected));
+        QVERIFY(torch::equal(result[r].narrow(0, 0, kHead), torch::full({kHead}, 30.f)));
+    }
+    // A gradient that is no view into the store is refused, not all-reduced stale.
+    torch::Tensor store;
+    auto net = flatNet(store, kHead);
+    net->parameters()[1].mutable_grad() = torch::zeros_like(net->parameters()[1]);
+    Comm::Options single;
+    single.secret = kTestSecret;
+    Comm alone(single);
+    QVERIFY_THROWS_EXCEPTION(EngineError, OverlappedAllreduce(alone, net->parameters(), store, kHead, 280, 800));
 }
 
 void TestDlionMath::controlRowsAgreeOnFlagsAndLinks()
