@@ -54,8 +54,9 @@ Knob timeoutKnob()
 QList<Knob> allreduceKnobs()
 {
     return {number("bucket_mb", 25, 0, 1024, "&Bucket size:",
-                   "Gradient all-reduce buckets, as DDP's bucket_cap_mb: each is all-reduced while backward still "
-                   "runs (the first holds at most 1 MB); 0 all-reduces the whole gradient after backward",
+                   "Gradient all-reduce buckets, as DDP's bucket_cap_mb: each but the last is all-reduced while "
+                   "backward still runs (the first holds at most 1 MB); 0 all-reduces the whole gradient after "
+                   "backward",
                    " MB")};
 }
 

@@ -316,6 +316,12 @@ void TestWorkerFaults::cutLinksCarryNextToNothingAndTrainingGoesOn()
     const double cutAt = 10;
     protocol::JobSpec job = faultJob("dlion");
     job.budget.seconds = 26;
+    // A fixed round budget sizes the payloads (500 KB a round at 200
+    // Mbit/s) whatever this machine's compute speed. With the default,
+    // the slowest worker's compute time, a fast BLAS shrank the 200 Mbit/s
+    // link's payload to 70 KB a round, while the cut link's share per
+    // round (its header and control rows, about 190 bytes) does not shrink.
+    job.strategyOptions[QStringLiteral("round_budget_s")] = 0.02;
     job.emulation = QJsonObject{
         {"links", QJsonArray{QJsonArray{0, 0.01, 200}, QJsonArray{0.01, 0, 200}, QJsonArray{200, 200, 0}}},
         {"schedule", QJsonArray{QJsonObject{{"at_s", cutAt}, {"link", QJsonArray{0, 2}}, {"mbps", 0.01}},
