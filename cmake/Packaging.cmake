@@ -24,7 +24,7 @@ set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_PACKAGE_DEPENDS "libqt6sql6-sqlite, libqt6svg6")
 # The default data set, the font reports draw their text with, and a BLAS
 # that trains 1.45x faster than the reference one libtorch pulls in.
-set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "dataset-fashion-mnist, fonts-dejavu-core, libopenblas0-serial")
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "dataset-fashion-mnist, fonts-dejavu-core, libopenblas0-pthread")
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS "openssh-client")
 
 # Manual pages (section 1), one per program and dlion command, from --help.

@@ -17,6 +17,8 @@
 
 #include <torch/utils.h>
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -28,6 +30,20 @@ Q_LOGGING_CATEGORY(lcEngine, "dlion.engine")
 namespace dlion::engine {
 
 namespace {
+
+// LibTorch parallelises with its own `threads`; an OpenBLAS behind
+// libblas.so.3 would start as many threads again inside each product, on
+// cores the workers share. Its serial build has no locks, so LibTorch's
+// threads calling it at once can get wrong products: say so.
+void limitBlasThreads(int torchThreads)
+{
+    if (auto set = reinterpret_cast<void (*)(int)>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads")))
+        set(1);
+    const auto parallel = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "openblas_get_parallel"));
+    if (parallel && parallel() == 0 && torchThreads > 1)
+        qCWarning(lcEngine) << "LibTorch runs" << torchThreads << "threads on the serial OpenBLAS, which is not safe "
+                            << "for threads that call it at once; install libopenblas0-pthread or set threads to 1";
+}
 
 // The replica as the run's final model. After the final evaluation every
 // replica holds the average model the evaluation scored (consensus
@@ -272,6 +288,7 @@ void Worker::joinGroup(Comm &comm, const protocol::GroupPlan &plan, Trainer &tra
 WorkerResult Worker::run()
 {
     torch::set_num_threads(m_spec.threads);
+    limitBlasThreads(m_spec.threads);
     if (m_spec.device != QLatin1String("cpu"))
         throw EngineError("device \"" + m_spec.device.toStdString() + "\" is not available: this build of the engine "
                           "uses a CPU-only LibTorch");

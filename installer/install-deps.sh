@@ -11,9 +11,11 @@ PACKAGES=(
   # training engine
   libtorch-dev libgloo-dev zlib1g-dev
   # an optimised BLAS for LibTorch's linear layers, taken by Debian's
-  # libblas.so.3 alternative (single-threaded: workers share the cores);
-  # LeNet-5 trains 1.45x faster than on the reference BLAS
-  libopenblas0-serial
+  # libblas.so.3 alternative; LeNet-5 trains 1.45x faster than on the
+  # reference BLAS. The pthread build, because the serial one has no locks
+  # and gives wrong products when two threads of a process call it at once;
+  # workers limit it to one thread (they share the cores)
+  libopenblas0-pthread
   # job and cluster files in YAML
   libyaml-cpp-dev
   # GUI plots, SSH deployment

@@ -52,7 +52,7 @@ def bare_libtorch(steps):
     build = os.path.join(ROOT, "build")
     subprocess.run(["cmake", "--build", build, "--target", "bench_bare_libtorch"], capture_output=True, check=True)
     out = subprocess.run([os.path.join(build, "bin", "bench_bare_libtorch"), str(steps)], capture_output=True,
-                         text=True, timeout=900, check=True)
+                         text=True, timeout=900, check=True, env=dict(os.environ, OPENBLAS_NUM_THREADS="1"))
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 

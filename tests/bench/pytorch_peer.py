@@ -8,8 +8,12 @@ import json
 import os
 import time
 
-import numpy as np
-import torch
+# One BLAS thread per process, as the engine's workers run OpenBLAS; read
+# when numpy or torch first loads it.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
 import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.nn as nn
