@@ -54,13 +54,15 @@ int exportCheckpoint(const QCommandLineParser &parser)
 
 int main(int argc, char **argv)
 {
-    // A fixed threshold: blocks of 1 MiB and more get their own mappings,
-    // returned when freed. glibc's default raises it to the largest block
-    // freed so far (up to 32 MiB) and keeps twice that free in its heaps:
-    // an agent held 250 MB after its start instead of 180 (LeNet-5, one
-    // worker). A LeNet-5 training step should allocate no block that large
-    // (its largest activation is 0.6 MB).
-    mallopt(M_MMAP_THRESHOLD, 1 << 20);
+    // A fixed threshold, glibc's largest: only blocks of 32 MiB and more get
+    // their own mappings. glibc's default raises it to the largest block
+    // freed so far and keeps twice that free in its heaps: an agent held
+    // 250 MB after its start instead of 180 (LeNet-5, one worker). A lower
+    // one (it was 1 MiB) maps, faults in and unmaps every step's larger
+    // blocks: on an AVX-512 machine oneDNN's LeNet-5 step has one over
+    // 1 MiB, and took 900 page faults and three times as long. Peak RSS is
+    // the same at 1, 2, 8 and 32 MiB (179-185 MB).
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
     // A fixed threshold also freezes the trim threshold at 128 KiB: every
     // step's freed activations were handed back (madvise) and faulted in
     // again by the next, 12% of a LeNet-5 step. 16 MiB of free heap top
