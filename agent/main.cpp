@@ -60,8 +60,8 @@ int main(int argc, char **argv)
     // 250 MB after its start instead of 180 (LeNet-5, one worker). A lower
     // one (it was 1 MiB) maps, faults in and unmaps every step's larger
     // blocks: on an AVX-512 machine oneDNN's LeNet-5 step has one over
-    // 1 MiB, and took 900 page faults and three times as long. Peak RSS is
-    // the same at 1, 2, 8 and 32 MiB (179-185 MB).
+    // 1 MiB, and a step took 900 page faults and three times as long. Peak
+    // RSS is the same at 1, 2, 8, 16 and 32 MiB (179-185 MB).
     mallopt(M_MMAP_THRESHOLD, 32 << 20);
     // A fixed threshold also freezes the trim threshold at 128 KiB: every
     // step's freed activations were handed back (madvise) and faulted in
