@@ -23,6 +23,12 @@ constexpr double kMinEstimateBytes = 16 * 1024;
 // ...unless they took this long: then the link's rate dominates (a link cut
 // to a trickle only ever carries small payloads).
 constexpr double kMinEstimateS = 0.25;
+// A header receive that completed sooner than this after its receiver
+// started waiting may have been in already.
+constexpr double kHeaderWaitedS = 0.5e-3;
+// A sample whose header's arrival is uncertain by more than this share of
+// its body's time is not taken.
+constexpr double kMostArrivalDoubt = 0.25;
 // A body this large is confirmed by a Delivered header.
 constexpr double kConfirmBytes = 1024;
 // A payload that took this long and 4x what its link's estimate says (a
@@ -611,15 +617,26 @@ void Mailbox::receiverLoop(int peer)
         };
         torch::Tensor header;
         Comm::Request nextHeader;
+        Clock::time_point headerPosted;
         for (;;) {
             if (!nextEagerBody.sent())
                 postEagerBody(true);
             if (!nextHeader.sent()) {
                 header = torch::zeros({kHeaderWords}, torch::kLong);
                 nextHeader = m_comm.irecv(header, peer, kTagHeader);
+                headerPosted = Clock::now();
             }
+            // A header that was in before this thread came to wait for it
+            // (the thread was taking the previous message) arrived at some
+            // time since its receive was posted: its body's time may be too
+            // short, and a 16 KiB probe on a 0.2 Mbit/s link read as 150
+            // Mbit/s.
+            const auto waitFrom = Clock::now();
             nextHeader.wait();
             const auto headerArrived = Clock::now();
+            const double arrivalDoubtS = headerArrived - waitFrom >= seconds(kHeaderWaitedS)
+                ? 0.0
+                : std::chrono::duration<double>(headerArrived - headerPosted).count();
             const torch::Tensor current = header;
             const auto *h = current.data_ptr<std::int64_t>();
             const std::int64_t kind = h[0], words = h[2], rowWords = h[5];
@@ -634,6 +651,7 @@ void Mailbox::receiverLoop(int peer)
             if (kind != std::int64_t(Kind::Bye)) {
                 header = torch::zeros({kHeaderWords}, torch::kLong);
                 nextHeader = m_comm.irecv(header, peer, kTagHeader);
+                headerPosted = Clock::now();
             }
             Message m;
             m.from = peer;
@@ -689,7 +707,8 @@ void Mailbox::receiverLoop(int peer)
             {
                 std::lock_guard lock(m_mutex);
                 // The sender's link time covered header and body alike.
-                if (eager && (bodyBytes >= kMinEstimateBytes || tookS >= kMinEstimateS))
+                if (eager && arrivalDoubtS <= kMostArrivalDoubt * tookS
+                    && (bodyBytes >= kMinEstimateBytes || tookS >= kMinEstimateS))
                     m_incoming.addTransfer(peer, kHeaderBytes + bodyBytes, tookS);
                 if (m.kind == Kind::Evaluating) {
                     // Banks the time some peer was evaluating up to now.

@@ -37,7 +37,9 @@ class LinkEmulator;
 // to the end of its body is the time its bytes took on the link. Bodies
 // under 16 KiB that took under 0.25 s give no sample (timer noise
 // dominates them), nor do bodies over the eager size, whose time holds a
-// round trip (below).
+// round trip (below), nor does a message whose header was in before the
+// receiver came to wait for it, unless its receive was posted just before
+// (its arrival time is otherwise unknown).
 //
 // Gloo hands a message's bytes over only once the receiver has posted its
 // receive, and takes a shorter message into a larger receive. So each
