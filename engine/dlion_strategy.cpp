@@ -36,8 +36,8 @@ DlionStrategy::DlionStrategy(const protocol::JobSpec &spec, Trainer &trainer, Ma
     if (m_maxShare < m_minShare)
         throw EngineError("field \"strategy_options.max_share\" must be at least min_share (" + std::to_string(m_minShare) + ")");
     m_roundBudgetS = o.number("round_budget_s");
-    m_dktPeriod = std::int64_t(o.number("dkt_period"));
-    m_transfer = KnowledgeTransfer(o.number("dkt_alpha"), std::int64_t(o.number("heldout_samples")));
+    m_transfer = KnowledgeTransfer(o.number("dkt_alpha"), std::int64_t(o.number("heldout_samples")),
+                                   std::int64_t(o.number("dkt_period")), o.number("dkt_share"));
     m_shares.assign(std::size_t(mailbox.world()), m_batch);
     m_credit.assign(std::size_t(mailbox.world()), 0.0);
 }
@@ -153,7 +153,7 @@ void DlionStrategy::exchange(torch::Tensor &grad, RoundContext &ctx)
 
 void DlionStrategy::afterStep(RoundContext &ctx)
 {
-    if (m_mergeNow || (m_dkt && (ctx.round + 1) % m_dktPeriod == 0))
+    if (m_mergeNow || (m_dkt && m_transfer.due(ctx.round)))
         m_transfer.run(m_trainer, m_mailbox, ctx, m_mergeNow);
 }
 

@@ -22,8 +22,10 @@ class Mailbox;
 //               round's time budget (round_budget_s, default: the round's
 //               expected compute time); the rest waits in that link's
 //               residual. A link that can carry it gets the dense gradient.
-//  dkt          direct knowledge transfer every dkt_period rounds and on
-//               "merge now": weaker replicas merge the best with dkt_alpha.
+//  dkt          direct knowledge transfer every dkt_period rounds, or less
+//               often where that keeps its rounds within dkt_share of the
+//               training time, and on "merge now": weaker replicas merge
+//               the best with dkt_alpha.
 //
 //
 // Rounds are kept by messages rather than collectives: each worker sends
@@ -41,7 +43,8 @@ class Mailbox;
 //
 // Knobs: wdb, prioritized, dkt (bool, default true), min_share (default
 // batch_size/8), max_share (default 4 x batch_size), round_budget_s,
-// dkt_period (50), dkt_alpha (0.5), heldout_samples (500), staleness (0).
+// dkt_period (50), dkt_share (0.1), dkt_alpha (0.5), heldout_samples (500),
+// staleness (0).
 class DlionStrategy : public Strategy {
 public:
     DlionStrategy(const protocol::JobSpec &spec, Trainer &trainer, Mailbox &mailbox);
@@ -59,7 +62,6 @@ private:
     bool m_wdb, m_prioritized, m_dkt;
     std::int64_t m_batch, m_minShare, m_maxShare;
     double m_roundBudgetS;
-    std::int64_t m_dktPeriod;
     KnowledgeTransfer m_transfer;
     ResidualTopK m_topk;
     std::vector<std::int64_t> m_shares;

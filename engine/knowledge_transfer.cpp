@@ -6,6 +6,8 @@
 #include "trainer.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 
 namespace dlion::engine {
 
@@ -16,7 +18,29 @@ namespace {
 constexpr double kMaxModelTransferS = 5.0;
 } // namespace
 
+std::int64_t KnowledgeTransfer::gapRounds(std::int64_t period, double share, double costS, double roundS)
+{
+    if (costS <= 0 || roundS <= 0 || share <= 0)
+        return period;
+    constexpr double kMostRounds = 1e9;
+    return std::max(period, std::int64_t(std::min(kMostRounds, std::ceil(costS / (share * roundS)))));
+}
+
 void KnowledgeTransfer::run(Trainer &trainer, Mailbox &mailbox, const RoundContext &ctx, bool manual)
+{
+    const auto started = std::chrono::steady_clock::now();
+    // This worker's training time per round since the last transfer, which
+    // that transfer's own time is taken out of.
+    const double roundS = m_endedRound >= 0 && ctx.round > m_endedRound
+        ? std::max(0.0, ctx.elapsedS - m_endedAtS - m_costS) / double(ctx.round - m_endedRound)
+        : 0.0;
+    transfer(trainer, mailbox, ctx, manual, roundS);
+    m_costS = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    m_endedAtS = ctx.elapsedS;
+    m_endedRound = ctx.round;
+}
+
+void KnowledgeTransfer::transfer(Trainer &trainer, Mailbox &mailbox, const RoundContext &ctx, bool manual, double roundS)
 {
     const int n = mailbox.world(), me = mailbox.rank();
     if (n < 2)
@@ -32,14 +56,22 @@ void KnowledgeTransfer::run(Trainer &trainer, Mailbox &mailbox, const RoundConte
     };
     std::vector<double> scores(std::size_t(n), 0.0);
     scores[std::size_t(me)] = trainer.evaluateHeldOut(m_heldOut).accuracy();
-    mailbox.sendToPeers(Mailbox::Kind::Score, ctx.round, Mailbox::packDoubles({scores[std::size_t(me)]}), ctx.elapsedS);
+    mailbox.sendToPeers(Mailbox::Kind::Score, ctx.round, Mailbox::packDoubles({scores[std::size_t(me)], m_costS, roundS}),
+                        ctx.elapsedS);
     if (!heard(Mailbox::Kind::Score, -1))
         return;  // leaving the group
+    // The slowest worker's figures set the schedule: every worker has the
+    // same ones, so every worker picks the same next round.
+    double costS = m_costS, slowestRoundS = roundS;
     for (const auto &m : mailbox.take(Mailbox::Kind::Score)) {
         const auto v = Mailbox::unpackDoubles(m.payload);
-        if (m.round == ctx.round && !v.empty())
-            scores[std::size_t(m.from)] = v[0];
+        if (m.round != ctx.round || v.size() < 3)
+            continue;
+        scores[std::size_t(m.from)] = v[0];
+        costS = std::max(costS, v[1]);
+        slowestRoundS = std::max(slowestRoundS, v[2]);
     }
+    m_next = ctx.round + gapRounds(m_period, m_share, costS, slowestRoundS);
     const int best = int(std::max_element(scores.begin(), scores.end()) - scores.begin());
     if (me == best) {
         const torch::Tensor model = sparse_codec::encode({torch::Tensor(), trainer.flatState(), trainer.stateCount(), 0});

@@ -20,9 +20,19 @@ struct RoundContext;
 // Every worker calls run() in the same round: the scores go to every peer,
 // and the best worker sends each peer its model, or an empty message to a
 // peer that sits the merge out, so every worker knows what to wait for.
+//
+// Schedule: at most every `period` rounds, and no more often than keeps
+// DKT's rounds within `share` of the training time. Each score carries
+// what the sender's last transfer cost and how long its rounds took since;
+// every worker computes the next DKT round from the same numbers, so all
+// agree on it without a message of its own. (A period in rounds alone
+// made DKT cost more as compute got faster: on a fast CPU it took a fifth
+// of a straggler pair's time.)
 class KnowledgeTransfer {
 public:
-    KnowledgeTransfer(double alpha, std::int64_t heldOutSamples) : m_alpha(alpha), m_heldOut(heldOutSamples) {}
+    KnowledgeTransfer(double alpha, std::int64_t heldOutSamples, std::int64_t period = 50, double share = 1)
+        : m_alpha(alpha), m_heldOut(heldOutSamples), m_period(period), m_share(share), m_next(period - 1)
+    {}
 
     static void merge(torch::Tensor &weights, const torch::Tensor &best, double alpha)
     {
@@ -33,10 +43,24 @@ public:
     // the model, as measured (ctx.bandwidth, bytes/s), or is not measured
     // yet, sits the merge out.
     void run(Trainer &trainer, Mailbox &mailbox, const RoundContext &ctx, bool manual);
+    // Whether the schedule (above) runs a transfer after `round`.
+    bool due(std::int64_t round) const { return round >= m_next; }
+    // The rounds from one transfer to the next when each took `costS`
+    // and the rounds between took `roundS` (the slowest worker's figures).
+    static std::int64_t gapRounds(std::int64_t period, double share, double costS, double roundS);
 
 private:
+    // The transfer itself; `roundS` as in the score (above).
+    void transfer(Trainer &trainer, Mailbox &mailbox, const RoundContext &ctx, bool manual, double roundS);
+
     double m_alpha;
     std::int64_t m_heldOut;
+    std::int64_t m_period;
+    double m_share;
+    std::int64_t m_next;        // the next scheduled round
+    double m_costS = 0;         // what the last run() took (0: none yet)
+    double m_endedAtS = -1;     // training time when it ended
+    std::int64_t m_endedRound = -1;
 };
 
 } // namespace dlion::engine

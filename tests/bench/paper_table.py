@@ -19,8 +19,9 @@ figures, checks = the targets) followed by a markdown table.
 on 1000 test images (about 3 minutes on a 2-core machine); a smoke run, not
 statistics: the full table takes three seeds. --partitions and --dataset
 choose the main rows' partitions and data set; a quick run on a non-iid
-partition adds DLion without DKT there.
-Usage: tests/bench/paper_table.py [--quick] [--seconds S] [--seeds N]
+partition adds DLion without DKT there. --straggler runs only the straggler
+pair (all-reduce, DLion, DLion without DKT; 40 s unless --seconds).
+Usage: tests/bench/paper_table.py [--quick | --straggler] [--seconds S] [--seeds N]
                                   [--partitions P,...] [--dataset D]"""
 import argparse
 import json
@@ -100,14 +101,16 @@ def fmt(mrange, scale=1.0, digits=1):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--quick", action="store_true")
+    p.add_argument("--straggler", action="store_true")
     p.add_argument("--seconds", type=float)
     p.add_argument("--seeds", type=int)
     p.add_argument("--partitions", help="comma-separated, e.g. iid,dirichlet:0.3")
     p.add_argument("--dataset", help="the main rows' data set (default fashion-mnist)")
     a = p.parse_args()
-    seconds = a.seconds or (20 if a.quick else 60)
+    seconds = a.seconds or (20 if a.quick else 40 if a.straggler else 60)
     seeds = [7 + 10 * i for i in range(a.seeds or (1 if a.quick else 3))]
-    partitions = a.partitions.split(",") if a.partitions else ["iid"] if a.quick else ["iid", "dirichlet:0.3"]
+    partitions = [] if a.straggler else a.partitions.split(",") if a.partitions else ["iid"] if a.quick \
+        else ["iid", "dirichlet:0.3"]
     # Scoring every replica is most of a short run's wall time.
     cluster = [*CLUSTER, "--eval-samples", "1000"] if a.quick else CLUSTER
     if a.dataset:
@@ -118,7 +121,12 @@ def main():
             rows.append(config(strategy, strategy, part, seconds, seeds, cluster))
         if a.quick and part != "iid":
             rows.append(config("dlion without dkt", "dlion", part, seconds, seeds, [*cluster, "--option", "dkt=false"]))
-    if not a.quick:
+    if a.straggler:
+        for strategy in ("allreduce", "dlion"):
+            rows.append(config(f"{strategy}, 2 workers (1, 4), no caps", strategy, "iid", seconds, seeds, STRAGGLER))
+        rows.append(config("dlion without dkt, 2 workers (1, 4), no caps", "dlion", "iid", seconds, seeds,
+                           [*STRAGGLER, "--option", "dkt=false"]))
+    elif not a.quick:
         for knob in ("wdb", "prioritized", "dkt"):
             rows.append(config(f"dlion without {knob}", "dlion", "iid", seconds, seeds,
                                [*CLUSTER, "--option", f"{knob}=false"]))
@@ -160,7 +168,7 @@ def main():
             "accuracy_margin_points": round(100 * (shapes["dlion"]["final_accuracy"][0]
                                                    - shapes[best_base]["final_accuracy"][0]), 2),
         }
-    pair = {r["strategy"]: r for r in rows if "2 workers" in r["label"]}
+    pair = {r["strategy"]: r for r in rows if "2 workers" in r["label"] and "without" not in r["label"]}
     if pair:
         checks["straggler_pair"] = {
             "speedup_to_80": ratio(pair["allreduce"]["time_to_accuracy"]["0.80"][0],

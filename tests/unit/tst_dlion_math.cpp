@@ -17,6 +17,8 @@
 #include <peer_control.h>
 #include <residual_top_k.h>
 #include <sparse_codec.h>
+#include <strategy.h>
+#include <trainer.h>
 #include <worker.h>
 
 #include <QJsonArray>
@@ -105,6 +107,7 @@ private Q_SLOTS:
     void pacerQueuesTransfersPerLink();
     void estimatorFollowsChanges();
     void knowledgeTransferMergeMath();
+    void knowledgeTransferKeepsItsShareOfTheTime();
     void mailboxPacesLinksAndMeasuresThem();
     void eagerBodiesFollowTheirHeaders();
     void replacedPayloadWaitsForTheLinkToDeliver();
@@ -353,6 +356,13 @@ void TestDlionMath::estimatorFollowsChanges()
     QVERIFY(est.mbps(1) > 10.5 && est.mbps(1) < 20);
     est.addTransfer(1, 1.25e4, 1.0);  // 0.1 Mbit/s
     QCOMPARE(est.mbps(1), 0.1);
+    // A mistimed sample 400 times the estimate doubles it at most; a real
+    // recovery to 40 Mbit/s passes 30 within 10 samples (4 unbounded).
+    est.addTransfer(1, 5e6, 1.0);
+    QCOMPARE(est.mbps(1), 0.2);
+    for (int i = 0; i < 9; ++i)
+        est.addTransfer(1, 5e6, 1.0);
+    QVERIFY2(est.mbps(1) > 30, qPrintable(QString::number(est.mbps(1))));
 }
 
 void TestDlionMath::knowledgeTransferMergeMath()
@@ -366,6 +376,56 @@ void TestDlionMath::knowledgeTransferMergeMath()
     auto keep = torch::tensor({1.f});
     KnowledgeTransfer::merge(keep, torch::tensor({9.f}), 0.0);
     QCOMPARE(keep.item<float>(), 1.f);
+}
+
+void TestDlionMath::knowledgeTransferKeepsItsShareOfTheTime()
+{
+    QCOMPARE(KnowledgeTransfer::gapRounds(50, 0.1, 0, 0.01), std::int64_t(50));  // no cost measured yet
+    QCOMPARE(KnowledgeTransfer::gapRounds(50, 0.1, 0.1, 0.1), std::int64_t(50));  // 2% of the time at 50
+    QCOMPARE(KnowledgeTransfer::gapRounds(50, 0.1, 0.15, 0.01), std::int64_t(150));
+    // Two real ranks whose rounds take 0.1 ms and 0.2 ms of training time
+    // (the test's clock, plus the transfers' real time): each transfer's
+    // cost (scoring 500 held-out samples, exchanging scores and a model)
+    // against the slower rank's rounds sets the next one, and both ranks run
+    // it in the same rounds. With 1 s rounds the period alone counts.
+    for (const double roundS : {1e-4, 1.0}) {
+        std::vector<std::int64_t> ran[2];
+        const std::string error = onTwoRanks({}, [&](int r, Comm &comm, LinkEmulator &emulator) {
+            Mailbox mailbox(comm, emulator);
+            dlion::protocol::JobSpec spec;
+            spec.model = "mlp";
+            spec.dataset = "synthetic";
+            Trainer trainer(spec);
+            KnowledgeTransfer transfer(0.5, 500, 5, 0.1);
+            const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+            RoundContext ctx;
+            ctx.keepWaiting = [&] { return std::chrono::steady_clock::now() < deadline; };
+            double transfersS = 0;
+            for (std::int64_t round = 0; round < 100000 && ran[r].size() < 4; ++round) {
+                ctx.round = round;
+                ctx.elapsedS = double(round) * roundS * (r + 1) + transfersS;
+                if (transfer.due(round)) {
+                    const auto started = std::chrono::steady_clock::now();
+                    transfer.run(trainer, mailbox, ctx, false);
+                    transfersS += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+                    ran[r].push_back(round);
+                }
+            }
+            mailbox.close();
+        });
+        QVERIFY2(error.empty(), error.c_str());
+        QCOMPARE(ran[0], ran[1]);
+        QVERIFY(ran[0].size() >= 3);
+        QCOMPARE(ran[0][0], std::int64_t(4));
+        QCOMPARE(ran[0][1], std::int64_t(9));  // the first one's cost comes with the second's scores
+        for (std::size_t i = 2; i < ran[0].size(); ++i) {
+            const std::int64_t gap = ran[0][i] - ran[0][i - 1];
+            if (roundS < 0.1)
+                QVERIFY2(gap > 5, qPrintable(QString("gap %1").arg(gap)));  // 5 rounds: 1 ms
+            else
+                QCOMPARE(gap, std::int64_t(5));
+        }
+    }
 }
 
 void TestDlionMath::mailboxPacesLinksAndMeasuresThem()
