@@ -60,15 +60,17 @@ void KnowledgeTransfer::transfer(Trainer &trainer, Mailbox &mailbox, const Round
                         ctx.elapsedS);
     if (!heard(Mailbox::Kind::Score, -1))
         return;  // leaving the group
-    // The slowest worker's figures set the schedule: every worker has the
-    // same ones, so every worker picks the same next round.
+    // Every worker holds the same figures, so all pick the same next
+    // round. A transfer's cost is the least any worker spent in it: the
+    // others' time includes waiting for the last to arrive, which the next
+    // round's exchange would have spent anyway.
     double costS = m_costS, slowestRoundS = roundS;
     for (const auto &m : mailbox.take(Mailbox::Kind::Score)) {
         const auto v = Mailbox::unpackDoubles(m.payload);
         if (m.round != ctx.round || v.size() < 3)
             continue;
         scores[std::size_t(m.from)] = v[0];
-        costS = std::max(costS, v[1]);
+        costS = std::min(costS, v[1]);
         slowestRoundS = std::max(slowestRoundS, v[2]);
     }
     m_next = ctx.round + gapRounds(m_period, m_share, costS, slowestRoundS);

@@ -46,7 +46,7 @@ public:
     // Whether the schedule (above) runs a transfer after `round`.
     bool due(std::int64_t round) const { return round >= m_next; }
     // The rounds from one transfer to the next when each took `costS`
-    // and the rounds between took `roundS` (the slowest worker's figures).
+    // and the rounds between took `roundS`.
     static std::int64_t gapRounds(std::int64_t period, double share, double costS, double roundS);
 
 private:
