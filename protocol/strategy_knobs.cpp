@@ -60,6 +60,19 @@ QList<Knob> allreduceKnobs()
                    " MB")};
 }
 
+// Shown in percent. 10 %: on the slower machine's wan-hetero table 50 rounds
+// kept DKT under it; on a fast CPU the 50-round period gave DKT a fifth of a
+// straggler pair's time (docs/benchmarks.md).
+Knob dktShareKnob()
+{
+    Knob share = number("dkt_share", 0.1, 0.01, 1, "DKT time &share:",
+                        "Longest share of the training time knowledge transfers may take; they run less often than "
+                        "every period where they would take more",
+                        " %");
+    share.scale = 100;
+    return needing(share, "dkt");
+}
+
 QList<Knob> dlionKnobs()
 {
     return {flag("wdb", true, "Weighted dynamic batching", "Each worker's batch share follows its measured compute rate"),
@@ -67,13 +80,7 @@ QList<Knob> dlionKnobs()
                  "Send only the largest gradient entries a link can carry in a round"),
             flag("dkt", true, "Direct knowledge transfer", "Periodically merge the best worker's parameters into the others"),
             needing(integer("dkt_period", 50, 1, 1e9, "DKT &period:", "Fewest rounds between knowledge transfers", " rounds"), "dkt"),
-            // 0.1: on the slower machine's wan-hetero table 50 rounds kept DKT
-            // under it; on a fast CPU the 50-round period gave DKT a fifth of a
-            // straggler pair's time (docs/benchmarks.md).
-            needing(number("dkt_share", 0.1, 0.001, 1, "DKT time &share:",
-                           "Longest share of the training time knowledge transfers may take; they run less often than "
-                           "every period where they would take more"),
-                    "dkt"),
+            dktShareKnob(),
             needing(number("dkt_alpha", 0.5, 0, 1, "DKT &weight:", "Merge weight: w ← (1−α)·w + α·w_best"), "dkt"),
             needing(integer("heldout_samples", 500, 10, 1e6, "&Held-out samples:",
                             "Samples of the shared held-out batch replicas are scored on for knowledge transfer"),

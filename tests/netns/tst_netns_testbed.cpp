@@ -187,9 +187,9 @@ void TestNetnsTestbed::dlionTrainsOnWhenTcSlowsALinkToATrickle()
     QString message, tcError;
     double cutAt = -1;
     QElapsedTimer sinceCut;
-    // After 24 s of training at the cut rate the run still averages the
-    // replicas over the trickle (about 13 s for LeNet-5's 247 KB), so it
-    // is given twice the usual time to end.
+    // After 24 s of training at the cut rate the run's last collectives
+    // (the final evaluation, the replicas' average) still cross the
+    // trickle, so it is given twice the usual time to end.
     const bool ok = runJob(
         job, session, &message,
         [&] {
