@@ -617,7 +617,7 @@ void Mailbox::receiverLoop(int peer)
         };
         torch::Tensor header;
         Comm::Request nextHeader;
-        Clock::time_point headerPosted;
+        Clock::time_point headerPosted, previousIn;
         for (;;) {
             if (!nextEagerBody.sent())
                 postEagerBody(true);
@@ -628,7 +628,8 @@ void Mailbox::receiverLoop(int peer)
             }
             // A header that was in before this thread came to wait for it
             // (the thread was taking the previous message) arrived at some
-            // time since its receive was posted: its body's time may be too
+            // time since its receive was posted and the previous message
+            // was in (a link keeps its order): its body's time may be too
             // short, and a 16 KiB probe on a 0.2 Mbit/s link read as 150
             // Mbit/s.
             const auto waitFrom = Clock::now();
@@ -636,7 +637,7 @@ void Mailbox::receiverLoop(int peer)
             const auto headerArrived = Clock::now();
             const double arrivalDoubtS = headerArrived - waitFrom >= seconds(kHeaderWaitedS)
                 ? 0.0
-                : std::chrono::duration<double>(headerArrived - headerPosted).count();
+                : std::chrono::duration<double>(headerArrived - std::max(headerPosted, previousIn)).count();
             const torch::Tensor current = header;
             const auto *h = current.data_ptr<std::int64_t>();
             const std::int64_t kind = h[0], words = h[2], rowWords = h[5];
@@ -673,7 +674,8 @@ void Mailbox::receiverLoop(int peer)
                 if (words > 0)
                     m_comm.irecv(m.payload, peer, kTagLargeBody).wait();
             }
-            const double tookS = std::chrono::duration<double>(Clock::now() - headerArrived).count();
+            previousIn = Clock::now();
+            const double tookS = std::chrono::duration<double>(previousIn - headerArrived).count();
             // Gloo keeps a link's order, so a sequence number that does not
             // rise is a replay.
             if (h[4] <= lastSequence) {

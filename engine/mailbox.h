@@ -38,8 +38,9 @@ class LinkEmulator;
 // under 16 KiB that took under 0.25 s give no sample (timer noise
 // dominates them), nor do bodies over the eager size, whose time holds a
 // round trip (below), nor does a message whose header was in before the
-// receiver came to wait for it, unless its receive was posted just before
-// (its arrival time is otherwise unknown).
+// receiver came to wait for it, unless its receive was posted or the
+// previous message was in just before (its arrival time is otherwise
+// unknown).
 //
 // Gloo hands a message's bytes over only once the receiver has posted its
 // receive, and takes a shorter message into a larger receive. So each

@@ -60,9 +60,10 @@ QList<Knob> allreduceKnobs()
                    " MB")};
 }
 
-// Shown in percent. 10 %: on the slower machine's wan-hetero table 50 rounds
-// kept DKT under it; on a fast CPU the 50-round period gave DKT a fifth of a
-// straggler pair's time (docs/benchmarks.md).
+// Shown in percent. 10 %: it leaves the schedule of the wan-hetero
+// Dirichlet runs, where DKT gains most, as the period alone set it, and cut
+// DKT's cost on a fast straggler pair from up to a fifth of the time to
+// 6-7% (docs/benchmarks.md).
 Knob dktShareKnob()
 {
     Knob share = number("dkt_share", 0.1, 0.01, 1, "DKT time &share:",
