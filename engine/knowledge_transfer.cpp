@@ -43,8 +43,10 @@ void KnowledgeTransfer::run(Trainer &trainer, Mailbox &mailbox, const RoundConte
 void KnowledgeTransfer::transfer(Trainer &trainer, Mailbox &mailbox, const RoundContext &ctx, bool manual, double roundS)
 {
     const int n = mailbox.world(), me = mailbox.rank();
-    if (n < 2)
+    if (n < 2) {
+        m_next = ctx.round + m_period;  // alone: nothing to transfer, no one to agree with
         return;
+    }
     // A `kind` message of this round from `from`, or from every peer (-1).
     auto heard = [&](Mailbox::Kind kind, int from) {
         std::vector<std::int64_t> need(std::size_t(n), -1);

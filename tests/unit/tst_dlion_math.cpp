@@ -426,6 +426,33 @@ void TestDlionMath::knowledgeTransferKeepsItsShareOfTheTime()
                 QCOMPARE(gap, std::int64_t(5));
         }
     }
+    // Alone, a worker has nothing to transfer; its schedule still moves on
+    // (it once stayed due after every round from the first).
+    Comm::Options o;
+    o.rank = 0;
+    o.world = 1;
+    o.secret = kTestSecret;
+    Comm comm(o);
+    comm.connect();
+    LinkEmulator emulator({}, 1);
+    Mailbox mailbox(comm, emulator);
+    dlion::protocol::JobSpec spec;
+    spec.model = "mlp";
+    spec.dataset = "synthetic";
+    Trainer trainer(spec);
+    KnowledgeTransfer transfer(0.5, 500, 5, 0.1);
+    RoundContext ctx;
+    std::vector<std::int64_t> ran;
+    for (std::int64_t round = 0; round < 20; ++round) {
+        ctx.round = round;
+        ctx.elapsedS = double(round);
+        if (transfer.due(round)) {
+            transfer.run(trainer, mailbox, ctx, false);
+            ran.push_back(round);
+        }
+    }
+    QCOMPARE(ran, (std::vector<std::int64_t>{4, 9, 14, 19}));
+    mailbox.close();
 }
 
 void TestDlionMath::mailboxPacesLinksAndMeasuresThem()
