@@ -20,7 +20,8 @@ on 1000 test images (about 3 minutes on a 2-core machine); a smoke run, not
 statistics: the full table takes three seeds. --partitions and --dataset
 choose the main rows' partitions and data set; a quick run on a non-iid
 partition adds DLion without DKT there. --straggler runs only the straggler
-pair (all-reduce, DLion, DLion without DKT; 40 s unless --seconds).
+pair (all-reduce, DLion, DLion without DKT, synchronous DLion; 40 s
+unless --seconds).
 Usage: tests/bench/paper_table.py [--quick | --straggler] [--seconds S] [--seeds N]
                                   [--partitions P,...] [--dataset D]"""
 import argparse
@@ -126,8 +127,9 @@ def main():
     if a.straggler:
         for strategy in ("allreduce", "dlion"):
             rows.append(config(f"{strategy}, 2 workers (1, 4), no caps", strategy, "iid", seconds, seeds, STRAGGLER))
-        rows.append(config("dlion without dkt, 2 workers (1, 4), no caps", "dlion", "iid", seconds, seeds,
-                           [*STRAGGLER, "--option", "dkt=false"]))
+        for knob in ("dkt=false", "staleness=0"):
+            rows.append(config(f"dlion {knob}, 2 workers (1, 4), no caps", "dlion", "iid", seconds, seeds,
+                               [*STRAGGLER, "--option", knob]))
     elif not a.quick:
         for knob in ("wdb", "prioritized", "dkt"):
             rows.append(config(f"dlion without {knob}", "dlion", "iid", seconds, seeds,
@@ -170,7 +172,7 @@ def main():
             "accuracy_margin_points": round(100 * (shapes["dlion"]["final_accuracy"][0]
                                                    - shapes[best_base]["final_accuracy"][0]), 2),
         }
-    pair = {r["strategy"]: r for r in rows if "2 workers" in r["label"] and "without" not in r["label"]}
+    pair = {r["strategy"]: r for r in rows if r["label"] == f"{r['strategy']}, 2 workers (1, 4), no caps"}
     if pair:
         checks["straggler_pair"] = {
             "speedup_to_80": ratio(pair["allreduce"]["time_to_accuracy"]["0.80"][0],
