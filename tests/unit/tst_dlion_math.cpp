@@ -71,6 +71,15 @@ std::string onTwoThreads(const std::function<void(int)> &body)
     return error;
 }
 
+// A small job every test here can train at once: an MLP on generated data.
+dlion::protocol::JobSpec mlpOnSynthetic()
+{
+    dlion::protocol::JobSpec spec;
+    spec.model = "mlp";
+    spec.dataset = "synthetic";
+    return spec;
+}
+
 // Runs `body` as ranks 0 and 1 of a Gloo group on loopback (two threads),
 // each with its own emulator; returns the first error either rank threw.
 std::string onTwoRanks(const QJsonObject &emulation, const std::function<void(int, Comm &, LinkEmulator &)> &body)
@@ -392,10 +401,7 @@ void TestDlionMath::knowledgeTransferKeepsItsShareOfTheTime()
         std::vector<std::int64_t> ran[2];
         const std::string error = onTwoRanks({}, [&](int r, Comm &comm, LinkEmulator &emulator) {
             Mailbox mailbox(comm, emulator);
-            dlion::protocol::JobSpec spec;
-            spec.model = "mlp";
-            spec.dataset = "synthetic";
-            Trainer trainer(spec);
+            Trainer trainer(mlpOnSynthetic());
             KnowledgeTransfer transfer(0.5, 500, 5, 0.1);
             const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
             RoundContext ctx;
@@ -436,10 +442,7 @@ void TestDlionMath::knowledgeTransferKeepsItsShareOfTheTime()
     comm.connect();
     LinkEmulator emulator({}, 1);
     Mailbox mailbox(comm, emulator);
-    dlion::protocol::JobSpec spec;
-    spec.model = "mlp";
-    spec.dataset = "synthetic";
-    Trainer trainer(spec);
+    Trainer trainer(mlpOnSynthetic());
     KnowledgeTransfer transfer(0.5, 500, 5, 0.1);
     RoundContext ctx;
     std::vector<std::int64_t> ran;
@@ -800,10 +803,8 @@ void TestDlionMath::noStrategyReadsALinkCap()
         const std::int64_t before = LinkEmulator::capReadsOutsidePacer();
         qint64 rounds[2] = {0, 0};
         const std::string error = onTwoThreads([&](int rank) {
-            dlion::protocol::JobSpec spec;
+            dlion::protocol::JobSpec spec = mlpOnSynthetic();
             spec.strategy = strategy;
-            spec.model = "mlp";
-            spec.dataset = "synthetic";
             spec.evalSamples = 200;
             spec.evalIntervalS = 0.2;
             spec.budget.maxRounds = 30;
