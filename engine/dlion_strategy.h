@@ -31,30 +31,24 @@ class Mailbox;
 // Rounds are kept by messages rather than collectives: each worker sends
 // every peer its round's payload (an empty one still carries its header,
 // which holds the sender's batch share and a merge request) and steps once
-// every peer's payload of round k - s has arrived (knob `staleness`, s;
-// 0: fully synchronous); with s >= 1 a round's exchange overlaps the next
-// rounds' compute. No agreement precedes a round: the step combines every
-// payload that is in, each once, weighted by the share its sender actually
-// computed, so it is the step over the global batch whatever each worker
-// believed of the others' rates.
-//
-// The paper's DLion is synchronous; the default here is s = 1. Weighted
-// dynamic batching makes every worker's round equally long, but a
-// synchronous round still adds the whole path of a payload (encoding,
-// sealing, the link, checking, decoding) to its compute: 3-4 ms a round on
-// loopback, a WAN link's latency and more on real links. With s = 1 that
-// path runs while the next round computes. Measured (docs/benchmarks.md,
-// medians): the straggler pair's throughput 2.00x all-reduce's instead of
-// 1.61x; on wan-hetero a third more throughput, Dirichlet(0.3) at 80%
-// after 26 s instead of 32 and 84.4% at 60 s instead of 80.9%, but iid
-// at 85% later (38-40 s against 34). Replicas then differ by one round's
-// payloads at most; DKT's rounds still agree, since every worker waits
-// for every score of the same round.
+// every peer's payload of round k - s has arrived (knob `staleness`, s,
+// default 0: fully synchronous); with s >= 1 a round's exchange overlaps
+// the next rounds' compute, which on WAN links hides their latency. No
+// agreement precedes a round: the step combines every payload that is in,
+// each once, weighted by the share its sender actually computed, so it is
+// the step over the global batch whatever each worker believed of the
+// others' rates. Synchronous by default, as in the paper: weighted dynamic
+// batching makes every worker's round equally long, so the wait is mostly
+// the links', and it keeps the replicas close and DKT's rounds agreed.
+// s = 1 runs a payload's path (about 2 ms a round on loopback) during the
+// next round's compute: the straggler pair's throughput rose from 1.47x
+// all-reduce's to 2.13x and it reached 80% 1.25x sooner, but on
+// wan-hetero iid reached 80% 1.24x later (docs/benchmarks.md).
 //
 // Knobs: wdb, prioritized, dkt (bool, default true), min_share (default
 // batch_size/8), max_share (default 4 x batch_size), round_budget_s,
 // dkt_period (50), dkt_share (0.1), dkt_alpha (0.5), heldout_samples (500),
-// staleness (1).
+// staleness (0).
 class DlionStrategy : public Strategy {
 public:
     DlionStrategy(const protocol::JobSpec &spec, Trainer &trainer, Mailbox &mailbox);

@@ -86,11 +86,10 @@ QList<Knob> dlionKnobs()
             needing(integer("heldout_samples", 500, 10, 1e6, "&Held-out samples:",
                             "Samples of the shared held-out batch replicas are scored on for knowledge transfer"),
                     "dkt"),
-            // Default 1 (docs/benchmarks.md): against 0 it raised throughput by
-            // a third on wan-hetero and the straggler pair's to 2.00x
-            // all-reduce's, and Dirichlet(0.3) accuracy at 60 s from 80.9% to
-            // 84.4%; iid reaches 85% later. 2 and 4 let replicas drift apart.
-            integer("staleness", 1, 0, 64, "&Staleness bound:",
+            // Default 0 (docs/benchmarks.md): 1 gave a third more throughput on
+            // wan-hetero and the straggler pair 2.1x all-reduce's, but iid on
+            // wan-hetero reached 80% 1.24x later; 2 and 4 let replicas drift apart.
+            integer("staleness", 0, 0, 64, "&Staleness bound:",
                     "Rounds a worker may run ahead of the payloads it steps with (0: fully synchronous; more hides WAN latency)",
                     " rounds"),
             needing(integer("min_share", QJsonValue::Null, 1, 65536, "M&in share:",
