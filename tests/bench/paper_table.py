@@ -38,6 +38,8 @@ CLUSTER = ["--workers", "4", "--slowdown", "1,1,2,4", "--links", "wan-hetero"]
 # Evaluated every 0.5 s: the pair crosses 80% within 4-6 s, which 2 s
 # evaluations put on the same ticks for every strategy.
 STRAGGLER = ["--workers", "2", "--slowdown", "1,4", "--links", "none", "--eval-interval", "0.5"]
+
+
 COMMON = ["--model", "lenet5", "--dataset", "fashion-mnist", "--eval-interval", "2", "--eval-samples", "2000"]
 TARGETS = ("0.80", "0.85")
 # SGD momentum per strategy. Asynchrony adds momentum of its own (Mitliagkas
@@ -47,6 +49,11 @@ TARGETS = ("0.80", "0.85")
 # momentum of that sweep.
 DEFAULT_MOMENTUM = 0.9
 MOMENTUM = {"gaia": 0.6, "ako": 0.6}
+
+
+def straggler_label(name):
+    """The straggler pair's row label; the checks find the plain rows by it."""
+    return f"{name}, 2 workers (1, 4), no caps"
 
 
 def one_run(strategy, partition, seconds, seed, extra, job):
@@ -126,9 +133,9 @@ def main():
             rows.append(config("dlion without dkt", "dlion", part, seconds, seeds, [*cluster, "--option", "dkt=false"]))
     if a.straggler:
         for strategy in ("allreduce", "dlion"):
-            rows.append(config(f"{strategy}, 2 workers (1, 4), no caps", strategy, "iid", seconds, seeds, STRAGGLER))
+            rows.append(config(straggler_label(strategy), strategy, "iid", seconds, seeds, STRAGGLER))
         for knob in ("dkt=false", "staleness=1"):
-            rows.append(config(f"dlion {knob}, 2 workers (1, 4), no caps", "dlion", "iid", seconds, seeds,
+            rows.append(config(straggler_label(f"dlion {knob}"), "dlion", "iid", seconds, seeds,
                                [*STRAGGLER, "--option", knob]))
     elif not a.quick:
         for knob in ("wdb", "prioritized", "dkt"):
@@ -141,7 +148,7 @@ def main():
             rows.append(config(f"{strategy}, w0 slows 4x at {seconds / 3:.0f} s", strategy, "iid", seconds, seeds,
                                CLUSTER, shift))
         for strategy in ("allreduce", "dlion"):
-            rows.append(config(f"{strategy}, 2 workers (1, 4), no caps", strategy, "iid", seconds, seeds, STRAGGLER))
+            rows.append(config(straggler_label(strategy), strategy, "iid", seconds, seeds, STRAGGLER))
         for strategy in STRATEGIES:
             rows.append(config(f"{strategy}, shapes", strategy, "iid", seconds, seeds,
                                [*CLUSTER, "--dataset", "shapes"]))
@@ -172,7 +179,7 @@ def main():
             "accuracy_margin_points": round(100 * (shapes["dlion"]["final_accuracy"][0]
                                                    - shapes[best_base]["final_accuracy"][0]), 2),
         }
-    pair = {r["strategy"]: r for r in rows if r["label"] == f"{r['strategy']}, 2 workers (1, 4), no caps"}
+    pair = {r["strategy"]: r for r in rows if r["label"] == straggler_label(r["strategy"])}
     if pair:
         checks["straggler_pair"] = {
             "speedup_to_80": ratio(pair["allreduce"]["time_to_accuracy"]["0.80"][0],
