@@ -20,6 +20,9 @@ constexpr double kMaxSendS = 2.0;
 // now and then (enough to notice that it recovered) and stalls the group
 // for a tenth of the time at most.
 constexpr double kCutLinkShare = 0.1;
+// Rounds whose time the budget follows: enough that a knowledge transfer's
+// or a stall's round does not move the median.
+constexpr std::size_t kBudgetWindow = 15;
 } // namespace
 
 DlionStrategy::DlionStrategy(const protocol::JobSpec &spec, Trainer &trainer, Mailbox &mailbox)
@@ -37,7 +40,7 @@ DlionStrategy::DlionStrategy(const protocol::JobSpec &spec, Trainer &trainer, Ma
         throw EngineError("field \"strategy_options.max_share\" must be at least min_share (" + std::to_string(m_minShare) + ")");
     m_roundBudgetS = o.number("round_budget_s");
     m_transfer = KnowledgeTransfer(o.number("dkt_alpha"), std::int64_t(o.number("heldout_samples")),
-                                   std::int64_t(o.number("dkt_period")), o.number("dkt_share"));
+                                   std::int64_t(o.number("dkt_period")), o.number("dkt_share"), o.number("dkt_margin"));
     m_shares.assign(std::size_t(mailbox.world()), m_batch);
     m_credit.assign(std::size_t(mailbox.world()), 0.0);
 }
@@ -84,6 +87,28 @@ std::int64_t DlionStrategy::linkBudget(int peer, double roundSeconds, const Roun
     return probe;
 }
 
+double DlionStrategy::roundBudget(const RoundContext &ctx)
+{
+    double computeS = 0;
+    for (int j = 0; j < m_mailbox.world(); ++j) {
+        if (ctx.rates[std::size_t(j)] > 0)
+            computeS = std::max(computeS, double(m_shares[std::size_t(j)]) / ctx.rates[std::size_t(j)]);
+    }
+    if (m_roundStartS >= 0) {
+        m_fixedS.push_back(std::max(0.0, ctx.elapsedS - m_roundStartS - m_sendS));
+        if (m_fixedS.size() > kBudgetWindow)
+            m_fixedS.pop_front();
+    }
+    m_roundStartS = ctx.elapsedS;
+    if (m_fixedS.empty())
+        return computeS;
+    std::vector<double> fixed(m_fixedS.begin(), m_fixedS.end());
+    std::nth_element(fixed.begin(), fixed.begin() + std::ptrdiff_t(fixed.size() / 2), fixed.end());
+    // At most kMaxSendS: a stall the link estimates did not see would
+    // otherwise pass for latency and size every payload to it.
+    return std::max(computeS, std::min(kMaxSendS, fixed[fixed.size() / 2] / 2));
+}
+
 void DlionStrategy::exchange(torch::Tensor &grad, RoundContext &ctx)
 {
     const int n = m_mailbox.world(), me = m_mailbox.rank();
@@ -94,14 +119,7 @@ void DlionStrategy::exchange(torch::Tensor &grad, RoundContext &ctx)
                 m_topk.giveBack(j, late);
         }
     }
-    // The round's time budget: how long the slowest share takes to compute.
-    double roundSeconds = m_roundBudgetS;
-    if (roundSeconds <= 0) {
-        for (int j = 0; j < n; ++j) {
-            if (ctx.rates[std::size_t(j)] > 0)
-                roundSeconds = std::max(roundSeconds, double(m_shares[std::size_t(j)]) / ctx.rates[std::size_t(j)]);
-        }
-    }
+    const double roundSeconds = m_roundBudgetS > 0 ? m_roundBudgetS : roundBudget(ctx);
     // The header word: this worker's batch share, and bit 0 for a merge
     // request, which every peer thus sees in the same round.
     const std::int64_t share = m_shares[std::size_t(me)];
@@ -112,11 +130,15 @@ void DlionStrategy::exchange(torch::Tensor &grad, RoundContext &ctx)
     // group timeout. So each payload streams its entries largest first and
     // stops at a deadline; what missed it comes back next round.
     const double deadlineS = std::max(kMaxSendS, roundSeconds);
+    m_sendS = 0;
     for (int j = 0; j < n; ++j) {
         if (j == me)
             continue;
         const SparseGradient out = m_topk.select(j, grad, linkBudget(j, roundSeconds, ctx));
         ctx.record->linkFraction[std::size_t(j)] = double(out.values.numel()) / double(grad.numel());
+        const double bps = ctx.bandwidth.empty() ? 0 : ctx.bandwidth[std::size_t(me * n + j)];
+        if (bps > 0)
+            m_sendS = std::max(m_sendS, double(out.wireBytes()) / bps);
         m_mailbox.sendGradient(j, ctx.round, out, ctx.elapsedS, Mailbox::Pending::Queue, deadlineS, aux);
     }
     if (ctx.mergeRequested)

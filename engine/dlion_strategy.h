@@ -4,6 +4,7 @@
 #include "residual_top_k.h"
 #include "strategy.h"
 
+#include <deque>
 #include <set>
 #include <vector>
 
@@ -19,13 +20,14 @@ class Mailbox;
 //               combined weighted by share, so the step averages over B.
 //  prioritized  per-link prioritized exchange: link i->j carries the top-k
 //               entries that its estimated bandwidth moves within the
-//               round's time budget (round_budget_s, default: the round's
-//               expected compute time); the rest waits in that link's
-//               residual. A link that can carry it gets the dense gradient.
+//               round's time budget (round_budget_s, default: see
+//               roundBudget()); the rest waits in that link's residual. A
+//               link that can carry it gets the dense gradient.
 //  dkt          direct knowledge transfer every dkt_period rounds, or less
 //               often where that keeps its rounds within dkt_share of the
-//               training time, and on "merge now": weaker replicas merge
-//               the best with dkt_alpha.
+//               training time (and less often while no replica is behind),
+//               and on "merge now": replicas more than dkt_margin standard
+//               errors behind the best merge it with dkt_alpha.
 //
 //
 // Rounds are kept by messages rather than collectives: each worker sends
@@ -47,7 +49,7 @@ class Mailbox;
 //
 // Knobs: wdb, prioritized, dkt (bool, default true), min_share (default
 // batch_size/8), max_share (default 4 x batch_size), round_budget_s,
-// dkt_period (50), dkt_share (0.1), dkt_alpha (0.5), heldout_samples (500),
+// dkt_period (50), dkt_share (0.1), dkt_alpha (0.5), dkt_margin (1), heldout_samples (500),
 // staleness (0).
 class DlionStrategy : public Strategy {
 public:
@@ -60,6 +62,17 @@ public:
 private:
     // Entries to send to `peer` this round (0: none, the residual keeps them).
     std::int64_t linkBudget(int peer, double roundSeconds, const RoundContext &ctx);
+    // The time each link may carry this round's payload: the slowest
+    // share's expected compute time, or half the time a round takes beyond
+    // its own payloads' transfer (measured: its latency, compute and
+    // processing), whichever is longer. The paper's budget is the compute
+    // time; on links with latency the round lasts several times that
+    // whatever is sent, so a payload sized by compute alone left the links
+    // idle most of the round: on wan-hetero (25 ms one way, about 8 ms of
+    // compute) DLion sent a tenth of Ako's bytes. A budget of 30 ms
+    // reached 80% 1.4-1.7x sooner there, 60 ms cost more rounds than the
+    // entries gained (docs/benchmarks.md).
+    double roundBudget(const RoundContext &ctx);
 
     Trainer &m_trainer;
     Mailbox &m_mailbox;
@@ -71,6 +84,9 @@ private:
     std::vector<std::int64_t> m_shares;
     std::vector<double> m_credit;  // per peer: entries earned, not yet sent
     std::int64_t m_staleness;
+    std::deque<double> m_fixedS;  // recent rounds' time beyond their transfer
+    double m_roundStartS = -1;    // when the last round started (training time)
+    double m_sendS = 0;           // the longest its payloads were to occupy a link
     std::set<std::int64_t> m_mergeRounds;  // rounds whose payloads asked for a merge
     bool m_mergeNow = false;               // ... and one of them is due now
 };

@@ -26,6 +26,14 @@ std::int64_t KnowledgeTransfer::gapRounds(std::int64_t period, double share, dou
     return std::max(period, std::int64_t(std::min(kMostRounds, std::ceil(costS / (share * roundS)))));
 }
 
+bool KnowledgeTransfer::behind(double best, double mine, std::int64_t samples, double margin)
+{
+    if (samples <= 0)
+        return false;
+    const double standardError = std::sqrt((best * (1 - best) + mine * (1 - mine)) / double(samples));
+    return best - mine > margin * standardError;
+}
+
 void KnowledgeTransfer::run(Trainer &trainer, Mailbox &mailbox, const RoundContext &ctx, bool manual)
 {
     const auto started = std::chrono::steady_clock::now();
@@ -57,15 +65,17 @@ void KnowledgeTransfer::transfer(Trainer &trainer, Mailbox &mailbox, const Round
         return mailbox.waitForRounds(kind, need, ctx.keepWaiting);
     };
     std::vector<double> scores(std::size_t(n), 0.0);
-    scores[std::size_t(me)] = trainer.evaluateHeldOut(m_heldOut).accuracy();
+    const EvalResult own = trainer.evaluateHeldOut(m_heldOut);
+    scores[std::size_t(me)] = own.accuracy();
     mailbox.sendToPeers(Mailbox::Kind::Score, ctx.round, Mailbox::packDoubles({scores[std::size_t(me)], m_costS, roundS}),
                         ctx.elapsedS);
     if (!heard(Mailbox::Kind::Score, -1))
         return;  // leaving the group
     // Every worker holds the same figures, so all pick the same next
-    // round. A transfer's cost is the least any worker spent in it: the
-    // others' time includes waiting for the last to arrive, which the next
-    // round's exchange would have spent anyway.
+    // round and the same replicas to merge. A transfer's cost is the least
+    // any worker spent in it: the others' time includes waiting for the
+    // last to arrive, which the next round's exchange would have spent
+    // anyway.
     double costS = m_costS, slowestRoundS = roundS;
     for (const auto &m : mailbox.take(Mailbox::Kind::Score)) {
         const auto v = Mailbox::unpackDoubles(m.payload);
@@ -75,8 +85,16 @@ void KnowledgeTransfer::transfer(Trainer &trainer, Mailbox &mailbox, const Round
         costS = std::min(costS, v[1]);
         slowestRoundS = std::max(slowestRoundS, v[2]);
     }
-    m_next = ctx.round + gapRounds(m_period, m_share, costS, slowestRoundS);
     const int best = int(std::max_element(scores.begin(), scores.end()) - scores.begin());
+    const double bestScore = scores[std::size_t(best)];
+    std::vector<bool> merges(std::size_t(n), false);
+    for (int j = 0; j < n; ++j) {
+        const double score = scores[std::size_t(j)];
+        merges[std::size_t(j)] = j != best && (manual ? score < bestScore : behind(bestScore, score, own.count, m_margin));
+    }
+    const bool anyMerges = std::find(merges.begin(), merges.end(), true) != merges.end();
+    m_backoff = anyMerges ? 1 : std::min(kMostBackoff, 2 * m_backoff);
+    m_next = ctx.round + m_backoff * gapRounds(m_period, m_share, costS, slowestRoundS);
     if (me == best) {
         const torch::Tensor model = sparse_codec::encode({torch::Tensor(), trainer.flatState(), trainer.stateCount(), 0});
         // The freshest view of the outgoing links: this round's payloads may
@@ -86,7 +104,7 @@ void KnowledgeTransfer::transfer(Trainer &trainer, Mailbox &mailbox, const Round
             std::copy_n(ctx.bandwidth.begin() + me * n, n, reported.begin());
         const std::vector<double> outgoing = mailbox.outgoingEstimate(reported);
         for (int j = 0; j < n; ++j) {
-            if (j == me)
+            if (!merges[std::size_t(j)])
                 continue;
             // A link not measured yet is not trusted with the model.
             const double bps = outgoing[std::size_t(j)];
@@ -95,15 +113,14 @@ void KnowledgeTransfer::transfer(Trainer &trainer, Mailbox &mailbox, const Round
         }
         return;
     }
-    if (!heard(Mailbox::Kind::Model, best))
+    if (!merges[std::size_t(me)] || !heard(Mailbox::Kind::Model, best))
         return;
     torch::Tensor state;  // the best replica's parameters and buffers
     for (const auto &m : mailbox.take(Mailbox::Kind::Model)) {
         if (m.round == ctx.round && m.from == best && m.payload.numel() > 0)
             state = sparse_codec::decodeFor(m.payload, trainer.stateCount()).values;
     }
-    const double mine = scores[std::size_t(me)];
-    if (!state.defined() || mine >= scores[std::size_t(best)])
+    if (!state.defined())
         return;
     torch::NoGradGuard noGrad;
     merge(trainer.flatState(), state, m_alpha);
@@ -121,8 +138,8 @@ void KnowledgeTransfer::transfer(Trainer &trainer, Mailbox &mailbox, const Round
         e.t = ctx.elapsedS;
         e.from = best;
         e.to = me;
-        e.scoreBefore = mine;
-        e.scoreFrom = scores[std::size_t(best)];
+        e.scoreBefore = scores[std::size_t(me)];
+        e.scoreFrom = bestScore;
         e.alpha = m_alpha;
         e.manual = manual;
         ctx.emitMerge(e);

@@ -18,8 +18,18 @@ struct RoundContext;
 // parameters and buffers (BatchNorm statistics) towards the best:
 // w <- (1 - alpha) w + alpha w_best.
 // Every worker calls run() in the same round: the scores go to every peer,
-// and the best worker sends each peer its model, or an empty message to a
-// peer that sits the merge out, so every worker knows what to wait for.
+// and the best worker sends its model to each peer that merges, or an empty
+// message to one whose link is too slow for it, so every worker knows what
+// to wait for.
+//
+// Only a replica significantly behind the best merges: by more than
+// `margin` standard errors of the difference of two accuracies on the
+// held-out batch (unpaired, so an upper bound). A merge pulls a replica
+// towards the best; where the best is no better beyond the noise of 500
+// samples (iid data: replicas within a point), it moves a replica to a
+// near-copy and costs the group the model's transfer. Every worker holds
+// the same scores, so all know who merges without a message. A manual
+// merge ("merge now") merges every replica behind the best.
 //
 // Schedule: at most every `period` rounds, and no more often than keeps
 // DKT's rounds within `share` of the training time. Each score carries
@@ -27,12 +37,16 @@ struct RoundContext;
 // every worker computes the next DKT round from the same numbers, so all
 // agree on it without a message of its own. (A period in rounds alone
 // made DKT cost more as compute got faster: on a fast CPU it took a fifth
-// of a straggler pair's time.)
+// of a straggler pair's time.) A transfer in which no replica merged
+// doubles the gap to the next, up to kMostBackoff times; a merge resets it.
 class KnowledgeTransfer {
 public:
-    KnowledgeTransfer(double alpha, std::int64_t heldOutSamples, std::int64_t period = 50, double share = 1)
-        : m_alpha(alpha), m_heldOut(heldOutSamples), m_period(period), m_share(share), m_next(period - 1)
+    KnowledgeTransfer(double alpha, std::int64_t heldOutSamples, std::int64_t period = 50, double share = 1,
+                      double margin = 0)
+        : m_alpha(alpha), m_heldOut(heldOutSamples), m_period(period), m_share(share), m_margin(margin),
+          m_next(period - 1)
     {}
+    static constexpr std::int64_t kMostBackoff = 8;
 
     static void merge(torch::Tensor &weights, const torch::Tensor &best, double alpha)
     {
@@ -48,6 +62,9 @@ public:
     // The rounds from one transfer to the next when each took `costS`
     // and the rounds between took `roundS`.
     static std::int64_t gapRounds(std::int64_t period, double share, double costS, double roundS);
+    // Whether a replica scoring `mine` merges towards one scoring `best`,
+    // both accuracies on the same `samples` held-out samples.
+    static bool behind(double best, double mine, std::int64_t samples, double margin);
 
 private:
     // The transfer itself; `roundS` as in the score (above).
@@ -57,7 +74,9 @@ private:
     std::int64_t m_heldOut;
     std::int64_t m_period;
     double m_share;
+    double m_margin;
     std::int64_t m_next;        // the next scheduled round
+    std::int64_t m_backoff = 1; // the gap's multiple: doubled by a transfer without merges
     double m_costS = 0;         // what the last run() took (0: none yet)
     double m_endedAtS = -1;     // training time when it ended
     std::int64_t m_endedRound = -1;

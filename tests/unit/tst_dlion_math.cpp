@@ -13,6 +13,7 @@
 #include <comm.h>
 #include <control_exchange.h>
 #include <data_plane_auth.h>
+#include <dlion_strategy.h>
 #include <mailbox.h>
 #include <peer_control.h>
 #include <residual_top_k.h>
@@ -117,6 +118,8 @@ private Q_SLOTS:
     void estimatorFollowsChanges();
     void knowledgeTransferMergeMath();
     void knowledgeTransferKeepsItsShareOfTheTime();
+    void knowledgeTransferMergesOnlyReplicasBehind();
+    void dlionSizesPayloadsToTheRoundsLatency();
     void mailboxPacesLinksAndMeasuresThem();
     void eagerBodiesFollowTheirHeaders();
     void replacedPayloadWaitsForTheLinkToDeliver();
@@ -394,14 +397,17 @@ void TestDlionMath::knowledgeTransferKeepsItsShareOfTheTime()
     QCOMPARE(KnowledgeTransfer::gapRounds(50, 0.1, 0.15, 0.01), std::int64_t(150));
     // Two real ranks whose rounds take 0.1 ms and 0.2 ms of training time
     // (the test's clock, plus the transfers' real time): each transfer's
-    // cost (scoring 500 held-out samples, exchanging scores and a model)
-    // against the slower rank's rounds sets the next one, and both ranks run
-    // it in the same rounds. With 1 s rounds the period alone counts.
+    // cost (scoring 500 held-out samples, exchanging scores) against the
+    // slower rank's rounds sets the next one, and both ranks run it in the
+    // same rounds. With 1 s rounds the period alone counts. The replicas
+    // are identical, so none merges and each gap doubles the last one's
+    // multiple, up to kMostBackoff.
     for (const double roundS : {1e-4, 1.0}) {
         std::vector<std::int64_t> ran[2];
         const std::string error = onTwoRanks({}, [&](int r, Comm &comm, LinkEmulator &emulator) {
             Mailbox mailbox(comm, emulator);
             Trainer trainer(mlpOnSynthetic());
+            trainer.flatParams().fill_(0.01);
             KnowledgeTransfer transfer(0.5, 500, 5, 0.1);
             const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
             RoundContext ctx;
@@ -423,13 +429,14 @@ void TestDlionMath::knowledgeTransferKeepsItsShareOfTheTime()
         QCOMPARE(ran[0], ran[1]);
         QVERIFY(ran[0].size() >= 3);
         QCOMPARE(ran[0][0], std::int64_t(4));
-        QCOMPARE(ran[0][1], std::int64_t(9));  // the first one's cost comes with the second's scores
+        QCOMPARE(ran[0][1], std::int64_t(14));  // the first one's cost comes with the second's scores
         for (std::size_t i = 2; i < ran[0].size(); ++i) {
             const std::int64_t gap = ran[0][i] - ran[0][i - 1];
+            const std::int64_t period = 5 * std::min(KnowledgeTransfer::kMostBackoff, std::int64_t(1) << i);
             if (roundS < 0.1)
-                QVERIFY2(gap > 5, qPrintable(QString("gap %1").arg(gap)));  // 5 rounds: 1 ms
+                QVERIFY2(gap > period, qPrintable(QString("gap %1").arg(gap)));  // 5 rounds: 1 ms
             else
-                QCOMPARE(gap, std::int64_t(5));
+                QCOMPARE(gap, period);
         }
     }
     // Alone, a worker has nothing to transfer; its schedule still moves on
@@ -456,6 +463,103 @@ void TestDlionMath::knowledgeTransferKeepsItsShareOfTheTime()
     }
     QCOMPARE(ran, (std::vector<std::int64_t>{4, 9, 14, 19}));
     mailbox.close();
+}
+
+void TestDlionMath::knowledgeTransferMergesOnlyReplicasBehind()
+{
+    // Only a gap beyond the held-out batch's noise merges.
+    QVERIFY(KnowledgeTransfer::behind(0.85, 0.80, 500, 1));   // 5 points; one standard error is 2.4
+    QVERIFY(!KnowledgeTransfer::behind(0.85, 0.84, 500, 1));  // 1 point
+    QVERIFY(KnowledgeTransfer::behind(0.85, 0.84, 500, 0));   // any gap, at margin 0
+    QVERIFY(!KnowledgeTransfer::behind(0.85, 0.85, 500, 0));
+    QVERIFY(KnowledgeTransfer::behind(0.85, 0.84, 50000, 1));  // the same point is beyond the noise of 50 000
+    // Rank 0 trained, rank 1 not: at round 4 rank 1 takes rank 0's model
+    // (alpha 1), and the schedule keeps its period (next at 9). At 9 the
+    // replicas are the same: no model crosses, and the gap doubles (19),
+    // then doubles again (39).
+    std::vector<std::int64_t> ran[2];
+    std::vector<dlion::protocol::MergeEvent> merges[2];
+    std::uint64_t digests[2] = {0, 0};
+    const std::string error = onTwoRanks({}, [&](int r, Comm &comm, LinkEmulator &emulator) {
+        Mailbox mailbox(comm, emulator);
+        Trainer trainer(mlpOnSynthetic());
+        for (int i = 0; r == 0 && i < 200; ++i) {
+            trainer.computeGradient(32);
+            trainer.step();
+        }
+        KnowledgeTransfer transfer(1.0, 500, 5, 1.0, 1.0);
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+        RoundContext ctx;
+        ctx.keepWaiting = [&] { return std::chrono::steady_clock::now() < deadline; };
+        ctx.emitMerge = [&](const dlion::protocol::MergeEvent &e) { merges[r].push_back(e); };
+        ctx.bandwidth.assign(4, 1e9);  // every link reported fast: a link not measured is not trusted with the model
+        for (std::int64_t round = 0; round < 40; ++round) {
+            ctx.round = round;
+            ctx.elapsedS = double(round);
+            if (transfer.due(round)) {
+                transfer.run(trainer, mailbox, ctx, false);
+                ran[r].push_back(round);
+            }
+        }
+        digests[r] = trainer.parameterDigest();
+        mailbox.close();
+    });
+    QVERIFY2(error.empty(), error.c_str());
+    QCOMPARE(ran[0], (std::vector<std::int64_t>{4, 9, 19, 39}));
+    QCOMPARE(ran[1], ran[0]);
+    QVERIFY(merges[0].empty());
+    QCOMPARE(merges[1].size(), std::size_t(1));
+    QCOMPARE(merges[1][0].round, qint64(4));
+    QCOMPARE(merges[1][0].from, 0);
+    QVERIFY2(merges[1][0].scoreFrom > merges[1][0].scoreBefore + 0.1,
+             qPrintable(QString("%1 against %2").arg(merges[1][0].scoreFrom).arg(merges[1][0].scoreBefore)));
+    QCOMPARE(digests[1], digests[0]);
+}
+
+void TestDlionMath::dlionSizesPayloadsToTheRoundsLatency()
+{
+    // Two DLion workers that compute 32 samples in 0.3 ms, over 20 Mbit/s
+    // links. Without latency a round's payload is sized to that compute
+    // time: a probe now and then. With 25 ms one way each round lasts
+    // over 50 ms whatever it sends, and the payloads grow to half of that.
+    auto meanEntries = [](double latencyMs) {
+        std::vector<double> entries[2];
+        const QJsonObject emulation{{"links", QJsonArray{QJsonArray{0, 20}, QJsonArray{20, 0}}}, {"latency_ms", latencyMs}};
+        const std::string error = onTwoRanks(emulation, [&](int r, Comm &comm, LinkEmulator &emulator) {
+            Mailbox mailbox(comm, emulator);
+            dlion::protocol::JobSpec spec = mlpOnSynthetic();
+            spec.strategy = "dlion";
+            spec.strategyOptions = QJsonObject{{"dkt", false}};
+            Trainer trainer(spec);
+            DlionStrategy dlion(spec, trainer, mailbox);
+            const auto started = std::chrono::steady_clock::now();
+            const auto deadline = started + std::chrono::seconds(20);
+            RoundContext ctx;
+            ctx.keepWaiting = [&] { return std::chrono::steady_clock::now() < deadline; };
+            ctx.rates = {1e5, 1e5};
+            ctx.bandwidth.assign(4, 20e6 / 8);
+            for (std::int64_t round = 0; round < 40; ++round) {
+                dlion::protocol::RoundRecord record;
+                ctx.round = round;
+                ctx.record = &record;
+                ctx.elapsedS = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+                trainer.computeGradient(dlion.localBatch(ctx));
+                dlion.exchange(trainer.flatGrad(), ctx);
+                trainer.step();
+                if (round >= 20)
+                    entries[r].push_back(record.linkFraction[std::size_t(1 - r)] * double(trainer.parameterCount()));
+            }
+            mailbox.close();
+        });
+        if (!error.empty())
+            throw std::runtime_error(error);
+        return (std::accumulate(entries[0].begin(), entries[0].end(), 0.0)
+                + std::accumulate(entries[1].begin(), entries[1].end(), 0.0)) / double(entries[0].size() + entries[1].size());
+    };
+    const double lan = meanEntries(0), wan = meanEntries(25);
+    // 20 Mbit/s carries 312 entries (8 bytes each) in 1 ms; a probe is 2,048.
+    QVERIFY2(lan < 2048 || lan < wan / 3, qPrintable(QString("%1 entries a round against %2 with latency").arg(lan).arg(wan)));
+    QVERIFY2(wan > 20 * 312, qPrintable(QString("%1 entries a round against %2 without latency").arg(wan).arg(lan)));
 }
 
 void TestDlionMath::mailboxPacesLinksAndMeasuresThem()
