@@ -74,6 +74,16 @@ Knob dktShareKnob()
     return needing(share, "dkt");
 }
 
+Knob roundBudgetKnob()
+{
+    Knob budget = number("round_budget_s", 0, 0, 3600, "&Round budget:",
+                         "Seconds a round's payloads may take on a link (0, auto: the slowest worker's compute time, "
+                         "or half the round's measured time beyond its transfer where that is longer)",
+                         " s");
+    budget.lowestText = QStringLiteral("auto");
+    return budget;
+}
+
 QList<Knob> dlionKnobs()
 {
     return {flag("wdb", true, "Weighted dynamic batching", "Each worker's batch share follows its measured compute rate"),
@@ -85,7 +95,8 @@ QList<Knob> dlionKnobs()
             needing(number("dkt_alpha", 0.5, 0, 1, "DKT &weight:", "Merge weight: w ← (1−α)·w + α·w_best"), "dkt"),
             needing(number("dkt_margin", 1, 0, 10, "DKT &margin:",
                            "Standard errors (on the held-out batch) a replica must trail the best by to merge; "
-                           "0: any replica behind the best merges"),
+                           "0: any replica behind the best merges",
+                           " std. errors"),
                     "dkt"),
             needing(integer("heldout_samples", 500, 10, 1e6, "&Held-out samples:",
                             "Samples of the shared held-out batch replicas are scored on for knowledge transfer"),
@@ -102,8 +113,7 @@ QList<Knob> dlionKnobs()
             needing(integer("max_share", QJsonValue::Null, 1, 1 << 20, "M&ax share:",
                             "Largest batch share of a worker, at least min_share (default: 4 × batch_size, at least min_share)", " samples"),
                     "wdb"),
-            number("round_budget_s", 0, 0, 3600, "&Round budget:",
-                   "Seconds a round's payloads may take on a link (0: the slowest worker's compute time)", " s")};
+            roundBudgetKnob()};
 }
 
 QList<Knob> gaiaKnobs()
