@@ -429,7 +429,9 @@ void TestDlionMath::knowledgeTransferKeepsItsShareOfTheTime()
         QCOMPARE(ran[0], ran[1]);
         QVERIFY(ran[0].size() >= 3);
         QCOMPARE(ran[0][0], std::int64_t(4));
-        QCOMPARE(ran[0][1], std::int64_t(14));  // the first one's cost comes with the second's scores
+        // The first one's cost comes with the second's scores; no merge
+        // doubled the period.
+        QCOMPARE(ran[0][1], std::int64_t(14));
         for (std::size_t i = 2; i < ran[0].size(); ++i) {
             const std::int64_t gap = ran[0][i] - ran[0][i - 1];
             const std::int64_t period = 5 * std::min(KnowledgeTransfer::kMostBackoff, std::int64_t(1) << i);
@@ -522,10 +524,11 @@ void TestDlionMath::dlionSizesPayloadsToTheRoundsLatency()
     // links. Without latency a round's payload is sized to that compute
     // time: a probe now and then. With 25 ms one way each round lasts
     // over 50 ms whatever it sends, and the payloads grow to half of that.
-    auto meanEntries = [](double latencyMs) {
+    std::string error;
+    auto meanEntries = [&error](double latencyMs) {
         std::vector<double> entries[2];
         const QJsonObject emulation{{"links", QJsonArray{QJsonArray{0, 20}, QJsonArray{20, 0}}}, {"latency_ms", latencyMs}};
-        const std::string error = onTwoRanks(emulation, [&](int r, Comm &comm, LinkEmulator &emulator) {
+        error += onTwoRanks(emulation, [&](int r, Comm &comm, LinkEmulator &emulator) {
             Mailbox mailbox(comm, emulator);
             dlion::protocol::JobSpec spec = mlpOnSynthetic();
             spec.strategy = "dlion";
@@ -551,12 +554,13 @@ void TestDlionMath::dlionSizesPayloadsToTheRoundsLatency()
             }
             mailbox.close();
         });
-        if (!error.empty())
-            throw std::runtime_error(error);
+        if (entries[0].empty() || entries[1].empty())
+            return 0.0;
         return (std::accumulate(entries[0].begin(), entries[0].end(), 0.0)
                 + std::accumulate(entries[1].begin(), entries[1].end(), 0.0)) / double(entries[0].size() + entries[1].size());
     };
     const double lan = meanEntries(0), wan = meanEntries(25);
+    QVERIFY2(error.empty(), error.c_str());
     // 20 Mbit/s carries 312 entries (8 bytes each) in 1 ms; a probe is 2,048.
     QVERIFY2(lan < 2048 || lan < wan / 3, qPrintable(QString("%1 entries a round against %2 with latency").arg(lan).arg(wan)));
     QVERIFY2(wan > 20 * 312, qPrintable(QString("%1 entries a round against %2 without latency").arg(wan).arg(lan)));
