@@ -54,6 +54,11 @@ std::int64_t DlionStrategy::localBatch(const RoundContext &ctx)
     return m_shares[std::size_t(m_mailbox.rank())];
 }
 
+double DlionStrategy::measuredBps(int peer, const RoundContext &ctx) const
+{
+    return ctx.bandwidth.empty() ? 0 : ctx.bandwidth[std::size_t(m_mailbox.rank() * m_mailbox.world() + peer)];
+}
+
 std::int64_t DlionStrategy::linkBudget(int peer, double roundSeconds, const RoundContext &ctx)
 {
     const std::int64_t length = m_trainer.parameterCount();
@@ -62,7 +67,7 @@ std::int64_t DlionStrategy::linkBudget(int peer, double roundSeconds, const Roun
     // The smallest payload that still measures its link (16 KiB: below
     // that, latency dominates the arrival time).
     std::int64_t probe = std::min<std::int64_t>(2048, length);
-    const double bps = ctx.bandwidth.empty() ? 0 : ctx.bandwidth[std::size_t(m_mailbox.rank() * m_mailbox.world() + peer)];
+    const double bps = measuredBps(peer, ctx);
     if (bps <= 0 || roundSeconds <= 0)
         return probe;  // unmeasured: a dense first send could take minutes on a slow link
     // An entry costs 8 bytes (index + value).
@@ -136,7 +141,7 @@ void DlionStrategy::exchange(torch::Tensor &grad, RoundContext &ctx)
             continue;
         const SparseGradient out = m_topk.select(j, grad, linkBudget(j, roundSeconds, ctx));
         ctx.record->linkFraction[std::size_t(j)] = double(out.values.numel()) / double(grad.numel());
-        const double bps = ctx.bandwidth.empty() ? 0 : ctx.bandwidth[std::size_t(me * n + j)];
+        const double bps = measuredBps(j, ctx);
         if (bps > 0)
             m_sendS = std::max(m_sendS, double(out.wireBytes()) / bps);
         m_mailbox.sendGradient(j, ctx.round, out, ctx.elapsedS, Mailbox::Pending::Queue, deadlineS, aux);

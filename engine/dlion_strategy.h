@@ -60,6 +60,8 @@ public:
     void afterStep(RoundContext &ctx) override;
 
 private:
+    // The link to `peer` as its receiver measured it, bytes/s (0: unknown).
+    double measuredBps(int peer, const RoundContext &ctx) const;
     // Entries to send to `peer` this round (0: none, the residual keeps them).
     std::int64_t linkBudget(int peer, double roundSeconds, const RoundContext &ctx);
     // The time each link may carry this round's payload: the slowest
