@@ -101,9 +101,9 @@ QList<Knob> dlionKnobs()
             needing(integer("heldout_samples", 500, 10, 1e6, "&Held-out samples:",
                             "Samples of the shared held-out batch replicas are scored on for knowledge transfer"),
                     "dkt"),
-            // Default 0 (docs/benchmarks.md): 1 gave a third more throughput on
-            // wan-hetero and the straggler pair 2.1x all-reduce's, but iid on
-            // wan-hetero reached 80% 1.24x later; 2 and 4 let replicas drift apart.
+            // Default 0, as in the paper: 1 helps skewed data and fast links but
+            // costs iid on WAN links (engine/dlion_strategy.h); 2 and 4 let
+            // replicas drift apart (docs/benchmarks.md).
             integer("staleness", 0, 0, 64, "&Staleness bound:",
                     "Rounds a worker may run ahead of the payloads it steps with (0: fully synchronous; more hides WAN latency)",
                     " rounds"),

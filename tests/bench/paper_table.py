@@ -38,8 +38,6 @@ CLUSTER = ["--workers", "4", "--slowdown", "1,1,2,4", "--links", "wan-hetero"]
 # Evaluated every 0.5 s: the pair crosses 80% within 4-6 s, which 2 s
 # evaluations put on the same ticks for every strategy.
 STRAGGLER = ["--workers", "2", "--slowdown", "1,4", "--links", "none", "--eval-interval", "0.5"]
-
-
 COMMON = ["--model", "lenet5", "--dataset", "fashion-mnist", "--eval-interval", "2", "--eval-samples", "2000"]
 TARGETS = ("0.80", "0.85")
 # SGD momentum per strategy. Asynchrony adds momentum of its own (Mitliagkas
