@@ -81,4 +81,12 @@ std::vector<std::int64_t> computeShares(const std::vector<double> &rates, std::i
     return out;
 }
 
+std::int64_t batchGrowthFor(double waitS, double computeS, std::int64_t maxGrowth)
+{
+    std::int64_t g = 1;
+    while (computeS > 0 && g * 2 <= maxGrowth && double(g * 2) * computeS <= waitS)
+        g *= 2;
+    return g;
+}
+
 } // namespace dlion::engine

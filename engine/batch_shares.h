@@ -14,4 +14,11 @@ namespace dlion::engine {
 std::vector<std::int64_t> computeShares(const std::vector<double> &rates, std::int64_t globalBatch,
                                         std::int64_t minShare, std::int64_t maxShare);
 
+// How much a synchronous round's batch may grow: the largest power of two
+// g <= maxGrowth whose compute, g x `computeS` (the round's compute at
+// growth 1), is at most the time a round waits beyond it (`waitS`: the
+// links' latency and transfer, the exchange's processing). Where the round
+// waits less than it computes, 1.
+std::int64_t batchGrowthFor(double waitS, double computeS, std::int64_t maxGrowth);
+
 } // namespace dlion::engine

@@ -5,6 +5,7 @@
 #include "strategy.h"
 
 #include <deque>
+#include <map>
 #include <set>
 #include <vector>
 
@@ -28,7 +29,30 @@ class Mailbox;
 //               training time (and less often while no replica is behind),
 //               and on "merge now": replicas more than dkt_margin standard
 //               errors behind the best merge it with dkt_alpha.
-//
+//  max_growth   dynamic batching beyond the paper's: where a round waits on
+//               its links longer than it computes (latency-bound WAN
+//               rounds), the global batch grows by a power of two, up to
+//               max_growth (default 2), so that the round's compute fills
+//               the wait, and the learning rate by its square root. Each
+//               worker proposes a growth from its last 15 rounds' wait; the
+//               least of round k's proposals, which every payload carries,
+//               is every worker's growth after round k + s. Without
+//               latency the round computes more than it waits: growth 1.
+//               On wan-hetero 85% comes 1.11-1.44x sooner than at a fixed
+//               batch; at most 4x ended Dirichlet(0.3) 2.2 points lower
+//               (docs/benchmarks.md).
+//  pipeline     where every link carries the dense gradient and the
+//               round still waits less than it computes (fast links, as a
+//               straggler pair's), the group runs one
+//               round stale (s = 1, below), so that the exchange runs
+//               during the next round's compute; agreed as growth is, and
+//               only at growth 1 and knob staleness 0. It stays pipelined
+//               while the wait its compute does not hide is under half of
+//               that compute. On the straggler pair (no caps) throughput
+//               rises from 1.74-1.76x all-reduce's to 2.08-2.24x, 80%
+//               comes 1.65-1.74x sooner than all-reduce (1.42-1.50x
+//               unpipelined), 85% no sooner; on wan-hetero its payloads
+//               are sparse and its rounds wait too long (docs/benchmarks.md).
 //
 // Rounds are kept by messages rather than collectives: each worker sends
 // every peer its round's payload (an empty one still carries its header,
@@ -42,15 +66,18 @@ class Mailbox;
 // others' rates. Synchronous by default, as in the paper: weighted dynamic
 // batching makes every worker's round equally long, so the wait is mostly
 // the links', and it keeps the replicas close and DKT's rounds agreed.
-// s = 1 runs a payload's path (about 2 ms a round on loopback) during the
-// next round's compute: the straggler pair's throughput rises from 1.72x
-// all-reduce's to 2.20x, and on wan-hetero Dirichlet(0.3) ends 1.9 points
-// higher, but iid there reaches 85% 1.69x later (docs/benchmarks.md).
+// s = 1 runs a payload's path during the next round's compute: the
+// straggler pair's throughput rises from 1.81x all-reduce's to 2.08x, and
+// on wan-hetero DLion trains twice as fast, but at momentum 0.9 ends 2.4
+// to 2.6 points lower; at 0.6 it ends 0.7 to 0.9 points higher than the
+// default and reaches 80% no sooner (docs/benchmarks.md). Hence knob
+// `pipeline`: one round stale only where the links are fast enough for
+// the compute to hide them.
 //
-// Knobs: wdb, prioritized, dkt (bool, default true), min_share (default
-// batch_size/8), max_share (default 4 x batch_size), round_budget_s,
-// dkt_period (50), dkt_share (0.1), dkt_alpha (0.5), dkt_margin (1), heldout_samples (500),
-// staleness (0).
+// Knobs: wdb, prioritized, dkt, pipeline (bool, default true), min_share
+// (default batch_size/8), max_share (default 4 x batch_size),
+// round_budget_s, dkt_period (50), dkt_share (0.1), dkt_alpha (0.5),
+// dkt_margin (1), heldout_samples (500), staleness (0), max_growth (2).
 class DlionStrategy : public Strategy {
 public:
     DlionStrategy(const protocol::JobSpec &spec, Trainer &trainer, Mailbox &mailbox);
@@ -58,6 +85,14 @@ public:
     void exchange(torch::Tensor &grad, RoundContext &ctx) override;
     std::vector<double> incomingBandwidth() const override;
     void afterStep(RoundContext &ctx) override;
+    // The rounds a step may lag its payloads by now (knob, or pipelining).
+    std::int64_t staleness() const { return m_pipelined ? 1 : m_staleness; }
+
+    // What a worker proposes for the group's next rounds.
+    struct Proposal {
+        std::int64_t growth = 1;
+        bool pipeline = false;
+    };
 
 private:
     // The link to `peer` as its receiver measured it, bytes/s (0: unknown).
@@ -75,19 +110,31 @@ private:
     // reached 85% after 26.1 s instead of 36.0, Dirichlet(0.3) 80% after
     // 24.0 s instead of 30.0; a fixed 60 ms cost more rounds than its
     // entries gained (docs/benchmarks.md).
+    // It also records the round's wait beyond its compute and updates this
+    // worker's growth proposal from it.
     double roundBudget(const RoundContext &ctx);
+    // `proposal` was made in `round`; the least proposal of a round wins.
+    void noteProposal(std::int64_t round, Proposal proposal);
 
     Trainer &m_trainer;
     Mailbox &m_mailbox;
     bool m_wdb, m_prioritized, m_dkt;
-    std::int64_t m_batch, m_minShare, m_maxShare;
+    std::int64_t m_batch, m_minShare, m_maxShare, m_maxGrowth;
     double m_roundBudgetS;
     KnowledgeTransfer m_transfer;
     ResidualTopK m_topk;
     std::vector<std::int64_t> m_shares;
     std::vector<double> m_credit;  // per peer: entries earned, not yet sent
     std::int64_t m_staleness;
+    std::size_t m_denseRounds = 0;  // the last rounds in a row whose payloads all went dense
+    bool m_pipeline;         // knob pipeline, and staleness 0
+    bool m_pipelined = false;  // agreed: this round runs one round stale
     std::deque<double> m_fixedS;  // recent rounds' time beyond their transfer
+    std::deque<double> m_waitS;   // ... and beyond their compute as well
+    std::int64_t m_growth = 1;       // the global batch's growth, agreed
+    std::int64_t m_roundGrowth = 1;  // ... that this round's shares were computed at
+    Proposal m_proposal;             // this worker's, from its rounds
+    std::map<std::int64_t, Proposal> m_proposals;  // round -> least proposal seen
     double m_roundStartS = -1;    // when the last round started (training time)
     double m_sendS = 0;           // the longest its payloads were to occupy a link
     std::set<std::int64_t> m_mergeRounds;  // rounds whose payloads asked for a merge

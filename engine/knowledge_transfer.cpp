@@ -77,7 +77,7 @@ void KnowledgeTransfer::transfer(Trainer &trainer, Mailbox &mailbox, const Round
     // last to arrive, which the next round's exchange would have spent
     // anyway.
     double costS = m_costS, slowestRoundS = roundS;
-    for (const auto &m : mailbox.take(Mailbox::Kind::Score)) {
+    for (const auto &m : mailbox.take(Mailbox::Kind::Score, ctx.round)) {
         const auto v = Mailbox::unpackDoubles(m.payload);
         if (m.round != ctx.round || v.size() < 3)
             continue;
@@ -116,7 +116,7 @@ void KnowledgeTransfer::transfer(Trainer &trainer, Mailbox &mailbox, const Round
     if (!merges[std::size_t(me)] || !heard(Mailbox::Kind::Model, best))
         return;
     torch::Tensor state;  // the best replica's parameters and buffers
-    for (const auto &m : mailbox.take(Mailbox::Kind::Model)) {
+    for (const auto &m : mailbox.take(Mailbox::Kind::Model, ctx.round)) {
         if (m.round == ctx.round && m.from == best && m.payload.numel() > 0)
             state = sparse_codec::decodeFor(m.payload, trainer.stateCount()).values;
     }

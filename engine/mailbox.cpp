@@ -81,6 +81,7 @@ Mailbox::Mailbox(Comm &comm, const LinkEmulator &emulator, std::int64_t eagerWor
     : m_comm(comm), m_emulator(emulator), m_rank(comm.rank()), m_world(comm.world()), m_eagerWords(eagerWords),
       m_outbox(std::size_t(m_world)), m_latest(std::size_t(kKinds), std::vector<std::int64_t>(std::size_t(m_world), -1)),
       m_undelivered(std::size_t(m_world)), m_ceiling(std::size_t(m_world)), m_inFlight(std::size_t(m_world)),
+      m_deliveries(std::size_t(m_world)),
       m_confirmS(std::size_t(m_world)),
       m_reported(std::size_t(m_world), 0.0), m_closed(std::size_t(m_world), false),
       m_peerEvaluating(std::size_t(m_world), false), m_rowSent(std::size_t(m_world)), m_sentBytes(std::size_t(m_world), 0), m_sendKeys(std::size_t(m_world)),
@@ -92,6 +93,7 @@ Mailbox::Mailbox(Comm &comm, const LinkEmulator &emulator, std::int64_t eagerWor
         m_sendKeys[std::size_t(j)] = auth::linkKey(comm.groupKey(), m_rank, j);
         m_receiveKeys[std::size_t(j)] = auth::linkKey(comm.groupKey(), j, m_rank);
         m_threads.emplace_back([this, j] { senderLoop(j); });
+        m_threads.emplace_back([this, j] { courierLoop(j); });
         m_threads.emplace_back([this, j] { confirmerLoop(j); });
         m_threads.emplace_back([this, j] { receiverLoop(j); });
     }
@@ -261,12 +263,12 @@ torch::Tensor Mailbox::streamWithin(int peer, Outgoing &m, Clock::time_point sta
     return sent.values.numel() > 0 ? sparse_codec::encode(sent) : torch::empty({0}, torch::kInt);
 }
 
-std::vector<Mailbox::Message> Mailbox::take(Kind kind)
+std::vector<Mailbox::Message> Mailbox::take(Kind kind, std::int64_t upTo)
 {
     std::vector<Message> out;
     std::lock_guard lock(m_mutex);
     for (auto it = m_inbox.begin(); it != m_inbox.end();) {
-        if (it->kind == kind) {
+        if (it->kind == kind && it->round <= upTo) {
             out.push_back(std::move(*it));
             it = m_inbox.erase(it);
         } else {
@@ -446,14 +448,12 @@ void Mailbox::senderLoop(int peer)
     try {
         LinkPacer pacer(1);
         std::int64_t sequence = 0;
-        // When the receiver's eager receive is posted again: a round trip
-        // after the previous eager body left (it arrives a latency later,
-        // and the receiver's word takes another back).
-        Clock::time_point eagerFree{};
-        auto sleepUntil = [&](Clock::time_point when) {
-            std::unique_lock lock(m_mutex);
-            return !m_changed.wait_until(lock, when, [&] { return m_stopping; });
-        };
+        // The receives the receiver has posted ahead, as the times this
+        // sender hears of them, oldest first (Gloo fills them in order):
+        // kPostedAhead of each kind at the start, and another a round trip
+        // after the receiver takes one (docs/emulation.md).
+        std::deque<Clock::time_point> headerReceives(kPostedAhead), eagerReceives(kPostedAhead);
+        Clock::time_point previousIn{};  // when the previous message was wholly in
         for (;;) {
             Outgoing m;
             {
@@ -474,16 +474,20 @@ void Mailbox::senderLoop(int peer)
                 latencyS = m_emulator.latencyS();
             }
             // The link is free when the previous message has left it. Gloo
-            // holds a body until its receiver has posted the receive: an
-            // eager body's is posted ahead, once the previous one is in; a
-            // larger body's once its header is in, so that body leaves a
+            // holds a header or body until its receiver has posted the
+            // receive: headers and eager bodies go into receives posted
+            // ahead; a larger body waits for one of its size, posted once
+            // the receiver has taken its header, so that body leaves a
             // round trip after the header, as over real links (without
             // this the emulator spared every payload two latencies, and a
             // strategy that waits for its payloads each round gained most).
-            const auto start = std::max(m.queued, pacer.reserve(0, 0, m.queued));
-            const auto roundTrip = seconds(2 * latencyS);
+            const auto latency = seconds(latencyS);
+            const auto start = std::max({m.queued, pacer.reserve(0, 0, m.queued), headerReceives.front()});
+            // The receiver takes a header once it is in and the previous
+            // message is whole.
             const auto bodyLeaves = [&](std::int64_t words, Clock::time_point headerLeaves) {
-                return words <= m_eagerWords ? std::max(headerLeaves, eagerFree) : headerLeaves + roundTrip;
+                return words <= m_eagerWords ? std::max(headerLeaves, eagerReceives.front())
+                                             : std::max(headerLeaves + latency, previousIn) + latency;
             };
             if (m.gradient.values.defined()) {
                 m.payload = m.gradient.values.numel() == 0 ? torch::empty({0}, torch::kInt)
@@ -503,47 +507,87 @@ void Mailbox::senderLoop(int peer)
             const auto ready = std::max(start, Clock::now());
             const bool eager = m.payload.numel() <= m_eagerWords;
             const auto done = pacer.reserve(0, transmitS, m.payload.numel() > 0 ? bodyLeaves(m.payload.numel(), ready) : ready);
-            if (m.payload.numel() > 0 && eager)
-                eagerFree = done + roundTrip;
             // The header arrives first, unless it is the whole message.
-            if (!sleepUntil((m.payload.numel() > 0 ? ready : done) + seconds(latencyS)))
-                return;
+            const auto headerIn = (m.payload.numel() > 0 ? ready : done) + latency;
+            headerReceives.pop_front();
+            headerReceives.push_back(std::max(headerIn, previousIn) + latency);
+            if (m.payload.numel() > 0 && eager) {
+                eagerReceives.pop_front();
+                eagerReceives.push_back(done + 2 * latency);
+            }
+            previousIn = done + latency;
             const bool confirm = double(m.payload.numel()) * 4 >= kConfirmBytes;
-            if (confirm) {
-                std::lock_guard lock(m_mutex);
-                m_inFlight[std::size_t(peer)].push_back({bytes, ready, {}, done + roundTrip});
-            }
-            const Comm::Request h = m_comm.isend(header, peer, kTagHeader);
-            Comm::Request b;
-            if (m.payload.numel() > 0) {
-                if (!sleepUntil(done + seconds(latencyS)))
-                    return;
-                b = m_comm.isend(m.payload, peer, eager ? kTagBody : kTagLargeBody);
-            }
-            h.wait();
-            b.wait();
-            if (confirm) {
-                torch::Tensor delivered = sealedHeader(peer, Kind::Delivered, 0, 0, ++sequence, torch::empty({0}, torch::kInt));
-                {
-                    std::lock_guard lock(m_mutex);
-                    m_inFlight[std::size_t(peer)].back().delivered = m_comm.isend(delivered, peer, kTagDelivered);
-                }
-                m_changed.notify_all();
-            }
             {
                 std::lock_guard lock(m_mutex);
-                m_sentBytes[std::size_t(peer)] += std::int64_t(bytes);
-                if (m.kind == Kind::Bye)
-                    ++m_byesSent;
+                if (confirm)
+                    m_inFlight[std::size_t(peer)].push_back({bytes, ready, {}, done + 2 * latency});
+                m_deliveries[std::size_t(peer)].push_back(
+                    {m.kind, header, m.payload,
+                     confirm ? sealedHeader(peer, Kind::Delivered, 0, 0, ++sequence, torch::empty({0}, torch::kInt))
+                             : torch::Tensor(),
+                     headerIn, previousIn, eager, std::int64_t(bytes)});
             }
-            if (m.kind == Kind::Bye) {
-                m_changed.notify_all();
+            m_changed.notify_all();
+            // The next message is taken once the link is free, so that
+            // what waits for it can still be added to or replaced.
+            if (m.kind == Kind::Bye || !sleepUntil(done))
                 return;
-            }
         }
     } catch (...) {
         fail(std::current_exception());
     }
+}
+
+void Mailbox::courierLoop(int peer)
+{
+    try {
+        auto &queue = m_deliveries[std::size_t(peer)];
+        for (;;) {
+            Delivery d;
+            {
+                std::unique_lock lock(m_mutex);
+                m_changed.wait(lock, [&] { return m_stopping || m_error || !queue.empty(); });
+                if (m_stopping || m_error)
+                    return;
+                d = std::move(queue.front());
+                queue.pop_front();
+            }
+            if (!sleepUntil(d.headerAt))
+                return;
+            const Comm::Request h = m_comm.isend(d.header, peer, kTagHeader);
+            Comm::Request b;
+            if (d.body.numel() > 0) {
+                if (!sleepUntil(d.bodyAt))
+                    return;
+                b = m_comm.isend(d.body, peer, d.eager ? kTagBody : kTagLargeBody);
+            }
+            h.wait();
+            b.wait();
+            {
+                std::lock_guard lock(m_mutex);
+                if (d.delivered.defined()) {
+                    auto &inFlight = m_inFlight[std::size_t(peer)];
+                    const auto unsent = std::find_if(inFlight.begin(), inFlight.end(),
+                                                     [](const InFlight &f) { return !f.delivered.sent(); });
+                    unsent->delivered = m_comm.isend(d.delivered, peer, kTagDelivered);
+                }
+                m_sentBytes[std::size_t(peer)] += d.bytes;
+                if (d.kind == Kind::Bye)
+                    ++m_byesSent;
+            }
+            m_changed.notify_all();
+            if (d.kind == Kind::Bye)
+                return;
+        }
+    } catch (...) {
+        fail(std::current_exception());
+    }
+}
+
+bool Mailbox::sleepUntil(Clock::time_point when)
+{
+    std::unique_lock lock(m_mutex);
+    return !m_changed.wait_until(lock, when, [&] { return m_stopping; });
 }
 
 void Mailbox::confirmerLoop(int peer)
@@ -589,14 +633,32 @@ void Mailbox::receiverLoop(int peer)
 {
     try {
         std::int64_t lastSequence = 0;
-        // The receive the next eager body goes into, posted ahead.
-        torch::Tensor eagerBody;
-        Comm::Request nextEagerBody;
-        const auto postEagerBody = [&](bool fresh) {
-            if (fresh)
-                eagerBody = torch::empty({m_eagerWords}, torch::kInt);
-            nextEagerBody = m_comm.irecv(eagerBody, peer, kTagBody);
+        // Receives posted ahead, kPostedAhead of each kind, oldest first.
+        struct Posted {
+            torch::Tensor buffer;
+            Comm::Request request;
+            Clock::time_point at;
         };
+        std::deque<Posted> headers, eagerBodies;
+        const auto post = [&](std::deque<Posted> &posted, torch::Tensor buffer, int tag) {
+            Comm::Request request = m_comm.irecv(buffer, peer, tag);
+            posted.push_back({std::move(buffer), request, Clock::now()});
+        };
+        const auto postHeader = [&] { post(headers, torch::zeros({kHeaderWords}, torch::kLong), kTagHeader); };
+        // Reuses `buffer` if given.
+        const auto postEagerBody = [&](torch::Tensor buffer) {
+            post(eagerBodies, buffer.defined() ? buffer : torch::empty({m_eagerWords}, torch::kInt), kTagBody);
+        };
+        const auto takeFront = [](std::deque<Posted> &posted) {
+            Posted front = std::move(posted.front());
+            posted.pop_front();
+            front.request.wait();
+            return front;
+        };
+        for (int i = 0; i < kPostedAhead; ++i) {
+            postHeader();
+            postEagerBody({});
+        }
         // Delivered headers are checked once in: a forged one is counted
         // and dropped like any message that fails.
         std::int64_t lastDeliveredSequence = 0;
@@ -615,17 +677,8 @@ void Mailbox::receiverLoop(int peer)
             }
             lastDeliveredSequence = w[4];
         };
-        torch::Tensor header;
-        Comm::Request nextHeader;
-        Clock::time_point headerPosted, previousIn;
+        Clock::time_point previousIn;
         for (;;) {
-            if (!nextEagerBody.sent())
-                postEagerBody(true);
-            if (!nextHeader.sent()) {
-                header = torch::zeros({kHeaderWords}, torch::kLong);
-                nextHeader = m_comm.irecv(header, peer, kTagHeader);
-                headerPosted = Clock::now();
-            }
             // A header that was in before this thread came to wait for it
             // (the thread was taking the previous message) arrived at some
             // time since its receive was posted and the previous message
@@ -633,27 +686,22 @@ void Mailbox::receiverLoop(int peer)
             // short, and a 16 KiB probe on a 0.2 Mbit/s link read as 150
             // Mbit/s.
             const auto waitFrom = Clock::now();
-            nextHeader.wait();
+            const Posted header = takeFront(headers);
             const auto headerArrived = Clock::now();
             const double arrivalDoubtS = headerArrived - waitFrom >= seconds(kHeaderWaitedS)
                 ? 0.0
-                : std::chrono::duration<double>(headerArrived - std::max(headerPosted, previousIn)).count();
-            const torch::Tensor current = header;
-            const auto *h = current.data_ptr<std::int64_t>();
+                : std::chrono::duration<double>(headerArrived - std::max(header.at, previousIn)).count();
+            const auto *h = header.buffer.data_ptr<std::int64_t>();
             const std::int64_t kind = h[0], words = h[2], rowWords = h[5];
             if (kind < std::int64_t(Kind::Data) || kind >= std::int64_t(Kind::Delivered) || words < 0 || words > kMaxWords
                 || rowWords < 0 || rowWords > words || (rowWords > 0 && kind != std::int64_t(Kind::Data)))
                 throw EngineError("malformed message header from worker rank " + std::to_string(peer) + " (kind "
                                   + std::to_string(kind) + ", " + std::to_string(words) + " words, a row of "
                                   + std::to_string(rowWords) + ")");
-            // The next header's receive goes up now: the next message may
+            // Another header's receive goes up now: the next messages may
             // come while this body does (nothing follows a Bye).
-            nextHeader = {};
-            if (kind != std::int64_t(Kind::Bye)) {
-                header = torch::zeros({kHeaderWords}, torch::kLong);
-                nextHeader = m_comm.irecv(header, peer, kTagHeader);
-                headerPosted = Clock::now();
-            }
+            if (kind != std::int64_t(Kind::Bye))
+                postHeader();
             Message m;
             m.from = peer;
             m.kind = Kind(kind);
@@ -661,14 +709,13 @@ void Mailbox::receiverLoop(int peer)
             m.aux = h[3];
             const bool eager = words > 0 && words <= m_eagerWords;
             if (eager) {
-                nextEagerBody.wait();
-                nextEagerBody = {};
-                // A small message is copied out, and its buffer takes the
-                // next body; a large one keeps it.
+                const Posted body = takeFront(eagerBodies);
+                // A small message is copied out, and its buffer takes a
+                // later body; a large one keeps it.
                 const bool small = 2 * words < m_eagerWords;
-                m.payload = small ? eagerBody.narrow(0, 0, words).clone() : eagerBody.narrow(0, 0, words);
+                m.payload = small ? body.buffer.narrow(0, 0, words).clone() : body.buffer.narrow(0, 0, words);
                 if (kind != std::int64_t(Kind::Bye))
-                    postEagerBody(!small);
+                    postEagerBody(small ? body.buffer : torch::Tensor());
             } else {
                 m.payload = torch::empty({words}, torch::kInt);
                 if (words > 0)

@@ -16,6 +16,7 @@
 #include <deque>
 #include <exception>
 #include <functional>
+#include <limits>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -27,10 +28,11 @@ class LinkEmulator;
 // Messages between the workers of a group, for every strategy that does
 // not reduce collectively: sending never waits, so Gaia, Ako and Hop
 // workers run at their own pace, and DLion waits only for the messages of
-// its round. Each outgoing link has a sender thread and a queue: a message
-// starts when the link has carried the previous one, its header arrives a
-// latency later and its body when the emulated link has carried its bytes
-// (plus the latency), as on a real link; each incoming link has a receiver
+// its round. Each outgoing link has a queue, a sender thread and a
+// courier: a message starts when the link has carried the previous one,
+// its header arrives a latency later and its body when the emulated link
+// has carried its bytes (plus the latency), as on a real link, and the
+// courier hands each to Gloo then; each incoming link has a receiver
 // thread that files what arrives.
 //
 // Receivers measure their incoming links: the time from a message's header
@@ -44,14 +46,16 @@ class LinkEmulator;
 //
 // Gloo hands a message's bytes over only once the receiver has posted its
 // receive, and takes a shorter message into a larger receive. So each
-// receiver keeps two receives posted: the next header's, and one of
-// `eagerWords` for the next body (the largest message a strategy sends, a
-// model or a dense gradient with a control row). A body that fits leaves
-// right behind its header; the receiver posts the next body's receive once
-// it has this one, so back-to-back bodies are a round trip apart. A larger
-// body leaves only once its receiver, having its header, has posted a
-// receive of its size: a round trip after the header. The emulator charges
-// both (docs/emulation.md).
+// receiver keeps kPostedAhead receives posted for headers, and as many of
+// `eagerWords` for bodies (the largest message a strategy sends, a model
+// or a dense gradient with a control row), and posts another as it takes
+// one. A body that fits leaves right behind its header, unless the body
+// kPostedAhead before it left less than a round trip earlier (with one
+// receive ahead, a synchronous round lasted about 2L plus its transfer
+// over links of latency L, where L plus the transfer and the compute is
+// what the exchange needs). A larger body leaves only once its receiver,
+// having its header, has posted a receive of its size: a round trip after
+// the header. The emulator charges all of it (docs/emulation.md).
 //
 // Senders see their links too. After a body of 1 KiB or more the sender
 // sends an empty Delivered header on a tag of its own, whose receive the
@@ -138,8 +142,10 @@ public:
     void sendGradient(int peer, std::int64_t round, const SparseGradient &g, double t, Pending pending,
                       double deadlineS = 0, std::int64_t aux = 0);
     std::vector<SparseGradient> takeUndelivered(int peer);
-    // Takes every message of `kind` received so far, oldest first.
-    std::vector<Message> take(Kind kind);
+    // Takes every message of `kind` received so far of round `upTo` or
+    // earlier, oldest first; later rounds' stay for their turn (a fast peer
+    // may already have sent its next transfer's score).
+    std::vector<Message> take(Kind kind, std::int64_t upTo = std::numeric_limits<std::int64_t>::max());
     // The newest round of a `kind` message from each peer (-1: none yet).
     std::vector<std::int64_t> latestRounds(Kind kind) const;
 
@@ -195,6 +201,8 @@ public:
     static constexpr int kTagBody = 12;
     static constexpr int kTagDelivered = 13;
     static constexpr int kTagLargeBody = 14;
+    // Header and eager-body receives each receiver keeps posted per link.
+    static constexpr int kPostedAhead = 2;
     static constexpr std::int64_t kHeaderWords = 8;
     static constexpr std::int64_t kSealedWords = 6;
     static void seal(const QByteArray &key, torch::Tensor &header, const torch::Tensor &body);
@@ -217,7 +225,15 @@ private:
         Pending pending = Pending::Queue;
     };
 
+    // Takes each queued message once its link is free, and schedules it
+    // for the courier.
     void senderLoop(int peer);
+    // Hands each scheduled header and body to Gloo when it arrives over
+    // the emulated link, so that a link carries the next message while the
+    // previous one is still on its way, as a real one does.
+    void courierLoop(int peer);
+    // Waits until `when`; false: the mailbox is stopping.
+    bool sleepUntil(Clock::time_point when);
     // The largest entries of `m.gradient` that the link carries between
     // `start` and the message's deadline; the rest goes to m_undelivered.
     torch::Tensor streamWithin(int peer, Outgoing &m, Clock::time_point start);
@@ -272,6 +288,16 @@ private:
         Clock::time_point confirmed{};
     };
     std::vector<std::deque<InFlight>> m_inFlight;  // per peer, oldest first
+    // A scheduled message: when its header and its body arrive.
+    struct Delivery {
+        Kind kind = Kind::Data;
+        torch::Tensor header, body;
+        torch::Tensor delivered;  // the sealed Delivered header to follow it, if any
+        Clock::time_point headerAt, bodyAt;
+        bool eager = true;
+        std::int64_t bytes = 0;
+    };
+    std::vector<std::deque<Delivery>> m_deliveries;  // per peer, oldest first
     // Per peer: the times of the last few confirmed messages; the least is
     // the link's latency and handshake, which no payload size explains.
     std::vector<std::deque<double>> m_confirmS;

@@ -13,7 +13,13 @@ namespace dlion::protocol {
 //    a control row riding at the end of its payload (8 words where 4 had
 //    7), bodies go into a receive posted ahead, Delivered has a tag of its
 //    own and Bye carries one word.
-inline constexpr std::uint8_t kProtocolVersion = 5;
+// 6: the workers' data plane keeps two header and two body receives
+//    posted ahead, and its link emulator charges what that lets through;
+//    a version-5 worker keeps one of each, so the charges would not match.
+// 7: a DLion payload's header word carries the batch growth its share was
+//    computed at and the growth its sender proposes.
+// 8: ... and whether its sender proposes pipelined rounds.
+inline constexpr std::uint8_t kProtocolVersion = 8;
 
 enum class MessageType : std::uint16_t {
     // Handshake (see handshake.h).

@@ -90,6 +90,9 @@ QList<Knob> dlionKnobs()
             flag("prioritized", true, "Per-link prioritized gradient exchange",
                  "Send only the largest gradient entries a link can carry in a round"),
             flag("dkt", true, "Direct knowledge transfer", "Periodically merge the best worker's parameters into the others"),
+            flag("pipeline", true, "Pipelined rounds on fast links",
+                 "Run one round stale while the links take less time than the compute, so the exchange overlaps the "
+                 "next round (only at staleness 0)"),
             needing(integer("dkt_period", 50, 1, 1e9, "DKT &period:", "Fewest rounds between knowledge transfers", " rounds"), "dkt"),
             dktShareKnob(),
             needing(number("dkt_alpha", 0.5, 0, 1, "DKT &weight:", "Merge weight: w ← (1−α)·w + α·w_best"), "dkt"),
@@ -107,6 +110,10 @@ QList<Knob> dlionKnobs()
             integer("staleness", 0, 0, 64, "&Staleness bound:",
                     "Rounds a worker may run ahead of the payloads it steps with (0: fully synchronous; more hides WAN latency)",
                     " rounds"),
+            integer("max_growth", 2, 1, 32, "Batch &growth:",
+                    "Most the global batch may grow while rounds wait on the links, the learning rate with its "
+                    "square root (1: the paper's fixed batch)",
+                    "x"),
             needing(integer("min_share", QJsonValue::Null, 1, 65536, "M&in share:",
                             "Smallest batch share of a worker (default: batch_size / 8, at least 1)", " samples"),
                     "wdb"),

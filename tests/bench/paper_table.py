@@ -20,10 +20,12 @@ on 1000 test images (about 3 minutes on a 2-core machine); a smoke run, not
 statistics: the full table takes three seeds. --partitions and --dataset
 choose the main rows' partitions and data set; a quick run on a non-iid
 partition adds DLion without DKT there. --straggler runs only the straggler
-pair (all-reduce, DLion, DLion without DKT, DLion one round stale; 40 s
-unless --seconds).
+pair (all-reduce, DLion, DLion without DKT, DLion never pipelined; 40 s
+unless --seconds). --dlion KNOBS (repeatable) runs only DLion rows on the
+main footing, one per use, with those comma-separated knobs; momentum=M
+sets the job's momentum (--dlion "" is the default DLion).
 Usage: tests/bench/paper_table.py [--quick | --straggler] [--seconds S] [--seeds N]
-                                  [--partitions P,...] [--dataset D]"""
+                                  [--partitions P,...] [--dataset D] [--dlion KNOBS ...]"""
 import argparse
 import json
 import statistics
@@ -89,6 +91,18 @@ def config(label, strategy, partition, seconds, seeds, extra=(), job=None):
     return row
 
 
+def dlion_variant(knobs, partition, seconds, seeds, cluster):
+    """A DLion row with `knobs` ("k=v,..."; momentum=M goes to the job)."""
+    extra, job = list(cluster), {}
+    for knob in filter(None, knobs.split(",")):
+        key, _, value = knob.partition("=")
+        if key == "momentum":
+            job["momentum"] = float(value)
+        else:
+            extra += ["--option", knob]
+    return config(f"dlion {knobs}".strip(), "dlion", partition, seconds, seeds, extra, job)
+
+
 def ratio(base, new):
     """base / new between medians; None when new never got there."""
     if new == float("inf"):
@@ -114,6 +128,7 @@ def main():
     p.add_argument("--seeds", type=int)
     p.add_argument("--partitions", help="comma-separated, e.g. iid,dirichlet:0.3")
     p.add_argument("--dataset", help="the main rows' data set (default fashion-mnist)")
+    p.add_argument("--dlion", action="append", metavar="KNOBS", help="only DLion rows, e.g. staleness=1,momentum=0.6")
     a = p.parse_args()
     seconds = a.seconds or (20 if a.quick else 40 if a.straggler else 60)
     seeds = [7 + 10 * i for i in range(a.seeds or (1 if a.quick else 3))]
@@ -124,6 +139,11 @@ def main():
     if a.dataset:
         cluster = [*cluster, "--dataset", a.dataset]
     rows = []
+    if a.dlion:
+        for part in partitions:
+            for knobs in a.dlion:
+                rows.append(dlion_variant(knobs, part, seconds, seeds, cluster))
+        partitions = []  # no baselines to check against
     for part in partitions:
         for strategy in STRATEGIES:
             rows.append(config(strategy, strategy, part, seconds, seeds, cluster))
@@ -132,10 +152,10 @@ def main():
     if a.straggler:
         for strategy in ("allreduce", "dlion"):
             rows.append(config(straggler_label(strategy), strategy, "iid", seconds, seeds, STRAGGLER))
-        for knob in ("dkt=false", "staleness=1"):
+        for knob in ("dkt=false", "pipeline=false"):
             rows.append(config(straggler_label(f"dlion {knob}"), "dlion", "iid", seconds, seeds,
                                [*STRAGGLER, "--option", knob]))
-    elif not a.quick:
+    elif not a.quick and not a.dlion:
         for knob in ("wdb", "prioritized", "dkt"):
             rows.append(config(f"dlion without {knob}", "dlion", "iid", seconds, seeds,
                                [*CLUSTER, "--option", f"{knob}=false"]))

@@ -31,13 +31,18 @@
 
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <functional>
+#include <future>
 #include <limits>
+#include <map>
 #include <mutex>
 #include <numeric>
 #include <thread>
+#include <tuple>
+#include <utility>
 
 using namespace dlion::engine;
 
@@ -100,6 +105,27 @@ std::string onTwoRanks(const QJsonObject &emulation, const std::function<void(in
     });
 }
 
+// A dense payload of `n` ones, as a strategy sends it.
+torch::Tensor onesPayload(std::int64_t n)
+{
+    SparseGradient g;
+    g.length = n;
+    g.values = torch::ones({n});
+    return sparse_codec::encode(g);
+}
+
+// Waits for rank 0's Data messages of rounds 0 to count - 1 in turn and
+// stamps each arrival; `each` runs after each.
+void stampArrivals(Mailbox &mailbox, std::chrono::steady_clock::time_point *arrived, int count,
+                   const std::function<void()> &each = [] {})
+{
+    for (int i = 0; i < count; ++i) {
+        if (!mailbox.waitForRounds(Mailbox::Kind::Data, {i, -1}, [] { return true; }))
+            throw std::runtime_error("the peer left before its messages arrived");
+        arrived[i] = std::chrono::steady_clock::now();
+        each();
+    }
+}
 } // namespace
 
 class TestDlionMath : public QObject {
@@ -120,11 +146,14 @@ private Q_SLOTS:
     void knowledgeTransferKeepsItsShareOfTheTime();
     void knowledgeTransferMergesOnlyReplicasBehind();
     void dlionSizesPayloadsToTheRoundsLatency();
+    void batchGrowsWhileRoundsWaitOnTheLinks();
+    void roundsPipelineWhereTheLinksAreFast();
     void mailboxPacesLinksAndMeasuresThem();
     void eagerBodiesFollowTheirHeaders();
     void replacedPayloadWaitsForTheLinkToDeliver();
     void controlRowsRideOnPayloads();
-    void nextHeaderNeedNotWaitForTheBody();
+    void receiverKeepsItsReceivesPostedAhead();
+    void backToBackBodiesUseTheReceivesAhead();
     void cutLinkCarriesWhatFitsAndIsMeasured();
     void waitsOverlappingAPeersEvaluationAreCounted();
     void noStrategyReadsALinkCap();
@@ -518,52 +547,155 @@ void TestDlionMath::knowledgeTransferMergesOnlyReplicasBehind()
     QCOMPARE(digests[1], digests[0]);
 }
 
+namespace {
+// One round of a DLion worker in a pair: its local batch, the entries it
+// sent its peer and the staleness it stepped at.
+struct PairRound {
+    std::int64_t batch = 0;
+    double entries = 0;
+    std::int64_t staleness = 0;
+};
+
+using PairRounds = std::array<std::vector<PairRound>, 2>;
+
+// `count` rounds of two DLion workers (no DKT) over 20 Mbit/s links of
+// `latencyMs` one way, each claiming `rate` samples/s; per rank, its rounds.
+PairRounds runDlionPair(double latencyMs, double rate, std::string &error, std::int64_t count)
+{
+    PairRounds rounds;
+    const QJsonObject emulation{{"links", QJsonArray{QJsonArray{0, 20}, QJsonArray{20, 0}}}, {"latency_ms", latencyMs}};
+    error += onTwoRanks(emulation, [&](int r, Comm &comm, LinkEmulator &emulator) {
+        Mailbox mailbox(comm, emulator);
+        dlion::protocol::JobSpec spec = mlpOnSynthetic();
+        spec.strategy = "dlion";
+        spec.strategyOptions = QJsonObject{{"dkt", false}};
+        Trainer trainer(spec);
+        DlionStrategy dlion(spec, trainer, mailbox);
+        const auto started = std::chrono::steady_clock::now();
+        const auto deadline = started + std::chrono::seconds(60);
+        RoundContext ctx;
+        ctx.keepWaiting = [&] { return std::chrono::steady_clock::now() < deadline; };
+        ctx.rates = {rate, rate};
+        ctx.bandwidth.assign(4, 20e6 / 8);
+        for (std::int64_t round = 0; round < count; ++round) {
+            dlion::protocol::RoundRecord record;
+            ctx.round = round;
+            ctx.record = &record;
+            ctx.elapsedS = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+            const std::int64_t batch = dlion.localBatch(ctx);
+            trainer.computeGradient(batch);
+            const std::int64_t staleness = dlion.staleness();
+            dlion.exchange(trainer.flatGrad(), ctx);
+            trainer.step();
+            rounds[std::size_t(r)].push_back(
+                {batch, record.linkFraction[std::size_t(1 - r)] * double(trainer.parameterCount()), staleness});
+        }
+        mailbox.close();
+    });
+    return rounds;
+}
+
+// runDlionPair once per test run for each footing: several tests check
+// their own rules on the same rounds (an 80 ms pair takes 8-18 s).
+const PairRounds &dlionPair(double latencyMs, double rate, std::string &error, std::int64_t count = 30)
+{
+    static std::map<std::tuple<double, double, std::int64_t>, std::pair<PairRounds, std::string>> runs;
+    const auto key = std::make_tuple(latencyMs, rate, count);
+    auto it = runs.find(key);
+    if (it == runs.end()) {
+        std::string runError;
+        PairRounds rounds = runDlionPair(latencyMs, rate, runError, count);
+        it = runs.emplace(key, std::make_pair(std::move(rounds), runError)).first;
+    }
+    error += it->second.second;
+    return it->second.first;
+}
+
+// The mean entries a round sent from round 15 on, both ranks together.
+double meanLateEntries(const PairRounds &rounds)
+{
+    double sum = 0;
+    int count = 0;
+    for (const auto &rank : rounds) {
+        for (std::size_t k = 15; k < rank.size(); ++k, ++count)
+            sum += rank[k].entries;
+    }
+    return count > 0 ? sum / count : 0.0;
+}
+} // namespace
+
 void TestDlionMath::dlionSizesPayloadsToTheRoundsLatency()
 {
     // Two DLion workers that compute 32 samples in 0.3 ms, over 20 Mbit/s
     // links. Without latency a round's payload is sized to that compute
-    // time: a probe now and then. With 25 ms one way each round lasts
-    // over 50 ms whatever it sends, and the payloads grow to half of that.
+    // time: a probe now and then, or more when the host is busy and rounds
+    // stretch. With 80 ms one way each round lasts at least 80 ms whatever
+    // it sends (2L or 3L when a body waits for its receive), and the
+    // payloads grow to half of the round: far beyond what a busy host adds.
     std::string error;
-    auto meanEntries = [&error](double latencyMs) {
-        std::vector<double> entries[2];
-        const QJsonObject emulation{{"links", QJsonArray{QJsonArray{0, 20}, QJsonArray{20, 0}}}, {"latency_ms", latencyMs}};
-        error += onTwoRanks(emulation, [&](int r, Comm &comm, LinkEmulator &emulator) {
-            Mailbox mailbox(comm, emulator);
-            dlion::protocol::JobSpec spec = mlpOnSynthetic();
-            spec.strategy = "dlion";
-            spec.strategyOptions = QJsonObject{{"dkt", false}};
-            Trainer trainer(spec);
-            DlionStrategy dlion(spec, trainer, mailbox);
-            const auto started = std::chrono::steady_clock::now();
-            const auto deadline = started + std::chrono::seconds(20);
-            RoundContext ctx;
-            ctx.keepWaiting = [&] { return std::chrono::steady_clock::now() < deadline; };
-            ctx.rates = {1e5, 1e5};
-            ctx.bandwidth.assign(4, 20e6 / 8);
-            for (std::int64_t round = 0; round < 40; ++round) {
-                dlion::protocol::RoundRecord record;
-                ctx.round = round;
-                ctx.record = &record;
-                ctx.elapsedS = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-                trainer.computeGradient(dlion.localBatch(ctx));
-                dlion.exchange(trainer.flatGrad(), ctx);
-                trainer.step();
-                if (round >= 20)
-                    entries[r].push_back(record.linkFraction[std::size_t(1 - r)] * double(trainer.parameterCount()));
-            }
-            mailbox.close();
-        });
-        if (entries[0].empty() || entries[1].empty())
-            return 0.0;
-        return (std::accumulate(entries[0].begin(), entries[0].end(), 0.0)
-                + std::accumulate(entries[1].begin(), entries[1].end(), 0.0)) / double(entries[0].size() + entries[1].size());
-    };
-    const double lan = meanEntries(0), wan = meanEntries(25);
+    const double lan = meanLateEntries(dlionPair(0, 1e5, error)), wan = meanLateEntries(dlionPair(80, 1e5, error));
     QVERIFY2(error.empty(), error.c_str());
-    // 20 Mbit/s carries 312 entries (8 bytes each) in 1 ms; a probe is 2,048.
-    QVERIFY2(lan < 2048 || lan < wan / 3, qPrintable(QString("%1 entries a round against %2 with latency").arg(lan).arg(wan)));
-    QVERIFY2(wan > 20 * 312, qPrintable(QString("%1 entries a round against %2 without latency").arg(wan).arg(lan)));
+    // 20 Mbit/s carries 312 entries (8 bytes each) in 1 ms.
+    QVERIFY2(lan < wan / 2, qPrintable(QString("%1 entries a round against %2 with latency").arg(lan).arg(wan)));
+    QVERIFY2(wan > 30 * 312, qPrintable(QString("%1 entries a round against %2 without latency").arg(wan).arg(lan)));
+}
+
+void TestDlionMath::batchGrowsWhileRoundsWaitOnTheLinks()
+{
+    // The rule: the largest power of two whose compute fits in the wait.
+    QCOMPARE(batchGrowthFor(0.045, 0.0065, 4), 4);  // wan-hetero's round: 45 ms waiting, 6.5 computing
+    QCOMPARE(batchGrowthFor(0.045, 0.0065, 8), 4);  // 8 x 6.5 ms would outlast the wait
+    QCOMPARE(batchGrowthFor(0.020, 0.0065, 8), 2);
+    QCOMPARE(batchGrowthFor(0.004, 0.023, 4), 1);   // the straggler pair on loopback computes more than it waits
+    QCOMPARE(batchGrowthFor(1.0, 0.0, 4), 1);       // compute not measured yet
+    QCOMPARE(batchGrowthFor(1.0, 0.001, 1), 1);     // growth off
+
+    // Two workers over 80 ms links, computing 32 samples in 0.3 ms: once
+    // 15 rounds are timed the batch grows to the most (2x by default), and
+    // both take each growth in the same round. Claiming 300 samples/s
+    // (107 ms a share) on links without latency, the rounds wait less
+    // than they compute: no growth.
+    std::string error;
+    const auto &wan = dlionPair(80, 1e5, error);
+    const auto &computeBound = dlionPair(0, 300, error);
+    QVERIFY2(error.empty(), error.c_str());
+    for (std::size_t k = 0; k < wan[0].size(); ++k) {
+        QCOMPARE(wan[0][k].batch, wan[1][k].batch);
+        QCOMPARE(computeBound[0][k].batch, 32);
+        QCOMPARE(computeBound[1][k].batch, 32);
+    }
+    QCOMPARE(wan[0].front().batch, 32);  // growth starts at 1, before any round was timed
+    QCOMPARE(wan[0].back().batch, 2 * 32);
+}
+
+void TestDlionMath::roundsPipelineWhereTheLinksAreFast()
+{
+    // Claiming 30 samples/s (1.07 s a share) on links without latency, a
+    // pair's payloads go dense and its rounds wait far less than they
+    // compute: once 15 rounds are timed both run one round stale, from the
+    // same round on, and stay so (over 60 rounds: the window timed anew
+    // after the switch keeps it). Claiming 300 samples/s, each payload is
+    // sized to 107 ms of the link, not dense: never. Over 80 ms links a
+    // round waits longer than it computes: never.
+    std::string error;
+    const auto &computeBound = dlionPair(0, 30, error, 60);
+    const auto &sparse = dlionPair(0, 300, error);
+    const auto &wan = dlionPair(80, 1e5, error);
+    QVERIFY2(error.empty(), error.c_str());
+    std::vector<std::int64_t> staleness[2];
+    for (int r = 0; r < 2; ++r) {
+        for (const auto &round : computeBound[std::size_t(r)])
+            staleness[r].push_back(round.staleness);
+        for (const auto *rounds : {&wan, &sparse}) {
+            for (const auto &round : (*rounds)[std::size_t(r)])
+                QCOMPARE(round.staleness, std::int64_t(0));
+        }
+    }
+    QCOMPARE(staleness[0], staleness[1]);
+    const auto first = std::find(staleness[0].begin(), staleness[0].end(), 1);
+    QVERIFY2(first - staleness[0].begin() >= 15, "pipelined before its rounds were timed");
+    QVERIFY2(first != staleness[0].end() && std::all_of(first, staleness[0].end(), [](std::int64_t s) { return s == 1; }),
+             "the pair did not run one round stale to the end");
 }
 
 void TestDlionMath::mailboxPacesLinksAndMeasuresThem()
@@ -632,19 +764,11 @@ void TestDlionMath::eagerBodiesFollowTheirHeaders()
             for (int i = 0; i < 2; ++i) {
                 for (int wait = 0; i == 1 && !firstIn && wait < 2000; ++wait)
                     std::this_thread::sleep_for(std::chrono::milliseconds(5));
-                SparseGradient g;
-                g.length = i == 0 ? kSmall : kLarge;
-                g.values = torch::ones({g.length});
                 sent[i] = Clock::now();
-                mailbox.send(1, Mailbox::Kind::Data, i, sparse_codec::encode(g), 0);
+                mailbox.send(1, Mailbox::Kind::Data, i, onesPayload(i == 0 ? kSmall : kLarge), 0);
             }
         } else {
-            for (int i = 0; i < 2; ++i) {
-                if (!mailbox.waitForRounds(Mailbox::Kind::Data, {i, -1}, [] { return true; }))
-                    throw std::runtime_error("the peer left before its messages arrived");
-                arrived[i] = Clock::now();
-                firstIn = true;
-            }
+            stampArrivals(mailbox, arrived, 2, [&] { firstIn = true; });
             estimate = mailbox.incomingBandwidth()[0] * 8e-6;
         }
         mailbox.close();
@@ -660,6 +784,42 @@ void TestDlionMath::eagerBodiesFollowTheirHeaders()
     // Measured on the eager payload alone (a larger body's time holds the
     // round trip): the link's rate.
     QVERIFY2(std::abs(estimate - 20) < 2, qPrintable(QString::number(estimate)));
+}
+
+void TestDlionMath::backToBackBodiesUseTheReceivesAhead()
+{
+    // Link 0 -> 1 at 20 Mbit/s with 50 ms of latency; three payloads of
+    // 10 000 floats (t = 16 ms on the link each) queued at once. The
+    // receiver has two header and two body receives posted ahead: payloads
+    // 1 and 2 leave back to back and arrive after L + t and L + 2t.
+    // Payload 3 waits for the receives that replace the ones payload 1
+    // took, posted once payload 1 was in (L + t) and heard of a latency
+    // later: it arrives after 3L + 2t.
+    constexpr double kLatencyS = 0.05;
+    const QJsonObject emulation{{"links", QJsonArray{QJsonArray{0, 20}, QJsonArray{20, 0}}}, {"latency_ms", 1000 * kLatencyS}};
+    constexpr std::int64_t kFloats = 10000;
+    using Clock = std::chrono::steady_clock;
+    Clock::time_point sent;
+    Clock::time_point arrived[3];
+    const std::string error = onTwoRanks(emulation, [&](int r, Comm &comm, LinkEmulator &emulator) {
+        Mailbox mailbox(comm, emulator);
+        if (r == 0) {
+            sent = Clock::now();
+            for (int i = 0; i < 3; ++i)
+                mailbox.send(1, Mailbox::Kind::Data, i, onesPayload(kFloats), 0);
+        } else {
+            stampArrivals(mailbox, arrived, 3);
+        }
+        mailbox.close();
+    });
+    QVERIFY2(error.empty(), error.c_str());
+    const double t = double(kFloats + sparse_codec::kHeaderInts + Mailbox::kHeaderWords * 2) * 4 * 8 / 20e6;
+    const double expected[3] = {kLatencyS + t, kLatencyS + 2 * t, 3 * kLatencyS + 2 * t};
+    for (int i = 0; i < 3; ++i) {
+        const double tookS = std::chrono::duration<double>(arrived[i] - sent).count();
+        QVERIFY2(tookS >= 0.95 * expected[i] && tookS <= 1.3 * expected[i],
+                 qPrintable(QString("payload %1: %2 s vs %3 s").arg(i + 1).arg(tookS).arg(expected[i])));
+    }
 }
 
 void TestDlionMath::replacedPayloadWaitsForTheLinkToDeliver()
@@ -703,10 +863,13 @@ void TestDlionMath::controlRowsRideOnPayloads()
     // Rank 0 posts a row to go now, then a newer one that is not due for
     // 10 s, then a payload and an empty Data message: the newer row must
     // ride on the payload (no message of its own), the empty one carries
-    // none, and the payload arrives whole.
+    // none, and the payload arrives whole. A take up to round 1 leaves
+    // round 2's message (a knowledge transfer once dropped a fast peer's
+    // next score that way, and the ranks then disagreed on its schedule).
     std::vector<std::vector<double>> rows;
     std::vector<std::int64_t> rowRounds;
     std::vector<double> dataSums;
+    std::size_t firstTaken = 0;
     const std::string error = onTwoRanks({}, [&](int r, Comm &comm, LinkEmulator &emulator) {
         Mailbox mailbox(comm, emulator);
         if (r == 0) {
@@ -724,67 +887,80 @@ void TestDlionMath::controlRowsRideOnPayloads()
                 rows.push_back(Mailbox::unpackDoubles(m.payload));
                 rowRounds.push_back(m.round);
             }
-            for (const auto &m : mailbox.take(Mailbox::Kind::Data))
-                dataSums.push_back(m.payload.numel() ? sparse_codec::decodeFor(m.payload, 1000).values.sum().item<double>() : 0.0);
+            // Round 2's message stays in the inbox until a take reaches it.
+            const auto first = mailbox.take(Mailbox::Kind::Data, 1);
+            firstTaken = first.size();
+            for (const auto &batch : {first, mailbox.take(Mailbox::Kind::Data)}) {
+                for (const auto &m : batch)
+                    dataSums.push_back(m.payload.numel() ? sparse_codec::decodeFor(m.payload, 1000).values.sum().item<double>() : 0.0);
+            }
         }
         mailbox.close();
     });
     QVERIFY2(error.empty(), error.c_str());
+    QCOMPARE(firstTaken, std::size_t(1));
     QCOMPARE(rows, (std::vector<std::vector<double>>{{1.0, 2.0}, {3.0, 4.0, 5.0}}));
     QCOMPARE(rowRounds, (std::vector<std::int64_t>{0, 1}));  // the second came with round 1's payload
     QCOMPARE(dataSums, (std::vector<double>{500.0, 0.0}));
 }
 
-void TestDlionMath::nextHeaderNeedNotWaitForTheBody()
+void TestDlionMath::receiverKeepsItsReceivesPostedAhead()
 {
-    // Rank 0 speaks the wire by hand: the header of message 1, then the
-    // header of message 2 before body 1. Gloo completes a send only into a
-    // posted receive, so header 2 goes out only if the receiver posted the
-    // next header's receive before it had body 1 (else, over a link of
-    // latency L, each message waits for the previous body plus a round
-    // trip). Then the bodies and a Bye; both messages must arrive whole.
-    bool headerWentAhead = false;
+    // Rank 0 speaks the wire by hand. Gloo completes a send only into a
+    // posted receive, so:
+    // - headers 1, 2 and 3 before any body go out only if the receiver,
+    //   having taken header 1, posted another header receive before it had
+    //   body 1 (else, over a link of latency L, each message waits for the
+    //   previous body plus a round trip);
+    // - bodies 4 and 5 before their headers go out only if the receiver,
+    //   waiting for header 4, had two body receives posted.
+    // Then the rest and a Bye; all five messages must arrive whole.
+    bool headersAhead = false, bodiesAhead = false;
     double sum = 0;
     const std::string error = onTwoRanks({}, [&](int r, Comm &comm, LinkEmulator &emulator) {
         if (r == 0) {
             const QByteArray key = auth::linkKey(comm.groupKey(), 0, 1);
-            auto message = [&](Mailbox::Kind kind, std::int64_t sequence, float value) {
+            std::vector<torch::Tensor> headers, bodies;
+            for (int i = 1; i <= 6; ++i) {
+                // A Bye's one word takes the receiver's posted eager receive.
+                const auto kind = i <= 5 ? Mailbox::Kind::Data : Mailbox::Kind::Bye;
                 SparseGradient g;
                 g.length = 4;
-                g.values = torch::full({4}, value);
-                // A Bye's one word takes the receiver's posted eager receive.
-                auto body = kind == Mailbox::Kind::Data ? sparse_codec::encode(g) : torch::zeros({1}, torch::kInt);
-                auto header = torch::tensor({std::int64_t(kind), sequence, body.numel(), std::int64_t(0), sequence,
-                                             std::int64_t(0), std::int64_t(0), std::int64_t(0)},
-                                            torch::kLong);
-                Mailbox::seal(key, header, body);
-                return std::make_pair(header, body);
+                g.values = torch::full({4}, float(i));
+                bodies.push_back(kind == Mailbox::Kind::Data ? sparse_codec::encode(g) : torch::zeros({1}, torch::kInt));
+                headers.push_back(torch::tensor({std::int64_t(kind), std::int64_t(i), bodies.back().numel(), std::int64_t(0),
+                                                 std::int64_t(i), std::int64_t(0), std::int64_t(0), std::int64_t(0)},
+                                                torch::kLong));
+                Mailbox::seal(key, headers.back(), bodies.back());
+            }
+            // Whether `send` completes within 5 s, and its completion.
+            const auto completesAlone = [](Comm::Request send) {
+                auto done = std::async(std::launch::async, [send] { send.wait(); });
+                return std::make_pair(done.wait_for(std::chrono::seconds(5)) == std::future_status::ready, std::move(done));
             };
-            auto [h1, b1] = message(Mailbox::Kind::Data, 1, 1);
-            auto [h2, b2] = message(Mailbox::Kind::Data, 2, 2);
-            auto [bye, byeWord] = message(Mailbox::Kind::Bye, 3, 0);
-            comm.isend(h1, 1, Mailbox::kTagHeader).wait();
-            const Comm::Request second = comm.isend(h2, 1, Mailbox::kTagHeader);
-            std::atomic<bool> secondOut{false};
-            std::thread waiter([&] {
-                second.wait();
-                secondOut = true;
-            });
-            for (int i = 0; i < 1000 && !secondOut; ++i)
-                std::this_thread::sleep_for(std::chrono::milliseconds(5));
-            headerWentAhead = secondOut;
-            comm.isend(b1, 1, Mailbox::kTagBody).wait();
-            waiter.join();
-            comm.isend(b2, 1, Mailbox::kTagBody).wait();
-            comm.isend(bye, 1, Mailbox::kTagHeader).wait();
-            comm.isend(byeWord, 1, Mailbox::kTagBody).wait();
+            // Sends tensors [from, to) of `t` in turn, each once the last is taken.
+            const auto sendEach = [&](std::vector<torch::Tensor> &t, std::size_t from, std::size_t to, int tag) {
+                for (std::size_t i = from; i < to; ++i)
+                    comm.isend(t[i], 1, tag).wait();
+            };
+            sendEach(headers, 0, 2, Mailbox::kTagHeader);
+            auto [third, headerSent] = completesAlone(comm.isend(headers[2], 1, Mailbox::kTagHeader));
+            headersAhead = third;
+            sendEach(bodies, 0, 3, Mailbox::kTagBody);
+            headerSent.get();
+            sendEach(bodies, 3, 4, Mailbox::kTagBody);
+            auto [fifth, bodySent] = completesAlone(comm.isend(bodies[4], 1, Mailbox::kTagBody));
+            bodiesAhead = fifth;
+            sendEach(headers, 3, 6, Mailbox::kTagHeader);
+            bodySent.get();
+            sendEach(bodies, 5, 6, Mailbox::kTagBody);
             auto theirBye = torch::zeros({Mailbox::kHeaderWords}, torch::kLong);
             auto theirWord = torch::zeros({1}, torch::kInt);
             comm.irecv(theirBye, 1, Mailbox::kTagHeader).wait();
             comm.irecv(theirWord, 1, Mailbox::kTagBody).wait();
         } else {
             Mailbox mailbox(comm, emulator);
-            if (!mailbox.waitForRounds(Mailbox::Kind::Data, {2, -1}, [] { return true; }))
+            if (!mailbox.waitForRounds(Mailbox::Kind::Data, {5, -1}, [] { return true; }))
                 throw std::runtime_error("the messages never arrived");
             for (const auto &m : mailbox.take(Mailbox::Kind::Data))
                 sum += sparse_codec::decodeFor(m.payload, 4).values.sum().item<double>();
@@ -792,8 +968,9 @@ void TestDlionMath::nextHeaderNeedNotWaitForTheBody()
         }
     });
     QVERIFY2(error.empty(), error.c_str());
-    QVERIFY(headerWentAhead);
-    QCOMPARE(sum, 4.0 * 1 + 4.0 * 2);
+    QVERIFY(headersAhead);
+    QVERIFY(bodiesAhead);
+    QCOMPARE(sum, 4.0 * (1 + 2 + 3 + 4 + 5));
 }
 
 void TestDlionMath::waitsOverlappingAPeersEvaluationAreCounted()
