@@ -69,12 +69,13 @@ QList<qint64> inputShape(const QCborMap &info)
     return shape;
 }
 
-double meanShare(const core::RunData &d, int worker)
+// The mean over `worker`'s rounds of one of its round records' figures.
+double meanOf(const core::RunData &d, int worker, double protocol::RoundRecord::*field)
 {
     double sum = 0;
     const auto &rounds = d.rounds(worker);
     for (const auto &r : rounds)
-        sum += r.share;
+        sum += r.*field;
     return rounds.isEmpty() ? 0 : sum / double(rounds.size());
 }
 
@@ -152,9 +153,26 @@ void TestStrategies::dlionAdaptsToSlowWorkersAndMergesOnRequest()
     // The run stopped at the target; workers finish the rounds they are in
     // before they see the stop, so the final evaluation may sit a little off it.
     QVERIFY2(d.timeToAccuracy(0.80).has_value(), qPrintable(QString::number(d.lastGlobalEval()->globalAccuracy)));
-    // Weighted dynamic batching: the 4x slower worker computes a smaller share.
-    const double fast = meanShare(d, 1), slowest = meanShare(d, 3);
-    QVERIFY2(slowest < 0.6 * fast, qPrintable(QString("shares %1 vs %2").arg(fast).arg(slowest)));
+    // Weighted dynamic batching: the 4x slower worker computes a smaller
+    // share, in proportion to the rate its rounds measured. On a 2-core
+    // host the four workers' synchronous computes contend for the cores,
+    // so the measured rates differ less than the slowdowns (0.45-0.62
+    // instead of 0.25; 0.8 once in CI): the shares are held to the rates,
+    // and tst_compute_pacer checks that a slowdown holds under host load.
+    const auto figures = [&](double protocol::RoundRecord::*field) {
+        QStringList v;
+        for (int w = 0; w < 4; ++w)
+            v << QString::number(meanOf(d, w, field), 'g', 3);
+        return v.join(", ");
+    };
+    const QString seen = QString("mean shares %1; rates %2 samples/s; compute %3 s a round; %4 rounds")
+                             .arg(figures(&protocol::RoundRecord::share), figures(&protocol::RoundRecord::rate),
+                                  figures(&protocol::RoundRecord::computeS))
+                             .arg(d.rounds(3).size());
+    const double shareRatio = meanOf(d, 3, &protocol::RoundRecord::share) / meanOf(d, 1, &protocol::RoundRecord::share);
+    const double rateRatio = meanOf(d, 3, &protocol::RoundRecord::rate) / meanOf(d, 1, &protocol::RoundRecord::rate);
+    QVERIFY2(rateRatio < 1, qPrintable(seen));
+    QVERIFY2(shareRatio < 1.5 * rateRatio && shareRatio > rateRatio / 1.5, qPrintable(seen));
     // Prioritized exchange: the slowest links carry a smaller fraction.
     const auto &last = d.rounds(0).constLast();
     QCOMPARE(int(last.linkFraction.size()), 4);
