@@ -22,14 +22,16 @@ struct RoundContext;
 // message to one whose link is too slow for it, so every worker knows what
 // to wait for.
 //
-// Only a replica significantly behind the best merges: by more than
-// `margin` standard errors of the difference of two accuracies on the
-// held-out batch (unpaired, so an upper bound). A merge pulls a replica
-// towards the best; where the best is no better beyond the noise of 500
-// samples (iid data: replicas within a point), it moves a replica to a
-// near-copy and costs the group the model's transfer. Every worker holds
-// the same scores, so all know who merges without a message. A manual
-// merge ("merge now") merges every replica behind the best.
+// A replica merges when it trails the best by more than `margin`
+// standard errors of the difference of two accuracies on the held-out
+// batch (unpaired, so an upper bound); the strategy's default margin is 0,
+// any replica behind. One standard error (2.3 points at 85% on 500
+// samples) kept iid replicas, which stay within a point, from merging, but
+// on non-iid data it also let the replicas drift apart: frequent small
+// merges ended Dirichlet(0.3) higher and cost iid nothing measurable
+// (docs/benchmarks.md). Every worker holds the same scores, so all know
+// who merges without a message. A manual merge ("merge now") merges every
+// replica behind the best.
 //
 // Schedule: at most every `period` rounds, and no more often than keeps
 // DKT's rounds within `share` of the training time. Each score carries
