@@ -279,7 +279,7 @@ void DlionStrategy::noteProposal(std::int64_t round, Proposal proposal)
 void DlionStrategy::afterStep(RoundContext &ctx)
 {
     if (m_mergeNow || (m_dkt && m_transfer.due(ctx.round)))
-        m_transfer.run(m_trainer, m_mailbox, ctx, m_mergeNow);
+        m_transfer.run(m_trainer, m_mailbox, ctx, m_mergeNow, staleness() > 0);
 }
 
 } // namespace dlion::engine

@@ -34,7 +34,7 @@ bool KnowledgeTransfer::behind(double best, double mine, std::int64_t samples, d
     return best - mine > margin * standardError;
 }
 
-void KnowledgeTransfer::run(Trainer &trainer, Mailbox &mailbox, const RoundContext &ctx, bool manual)
+void KnowledgeTransfer::run(Trainer &trainer, Mailbox &mailbox, const RoundContext &ctx, bool manual, bool stale)
 {
     const auto started = std::chrono::steady_clock::now();
     // This worker's training time per round since the last transfer, which
@@ -42,13 +42,14 @@ void KnowledgeTransfer::run(Trainer &trainer, Mailbox &mailbox, const RoundConte
     const double roundS = m_endedRound >= 0 && ctx.round > m_endedRound
         ? std::max(0.0, ctx.elapsedS - m_endedAtS - m_costS) / double(ctx.round - m_endedRound)
         : 0.0;
-    transfer(trainer, mailbox, ctx, manual, roundS);
+    transfer(trainer, mailbox, ctx, manual, marginFor(m_margin, stale), roundS);
     m_costS = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     m_endedAtS = ctx.elapsedS;
     m_endedRound = ctx.round;
 }
 
-void KnowledgeTransfer::transfer(Trainer &trainer, Mailbox &mailbox, const RoundContext &ctx, bool manual, double roundS)
+void KnowledgeTransfer::transfer(Trainer &trainer, Mailbox &mailbox, const RoundContext &ctx, bool manual, double margin,
+                                 double roundS)
 {
     const int n = mailbox.world(), me = mailbox.rank();
     if (n < 2) {
@@ -90,7 +91,7 @@ void KnowledgeTransfer::transfer(Trainer &trainer, Mailbox &mailbox, const Round
     std::vector<bool> merges(std::size_t(n), false);
     for (int j = 0; j < n; ++j) {
         const double score = scores[std::size_t(j)];
-        merges[std::size_t(j)] = j != best && (manual ? score < bestScore : behind(bestScore, score, own.count, m_margin));
+        merges[std::size_t(j)] = j != best && (manual ? score < bestScore : behind(bestScore, score, own.count, margin));
     }
     const bool anyMerges = std::find(merges.begin(), merges.end(), true) != merges.end();
     m_backoff = anyMerges ? 1 : std::min(kMostBackoff, 2 * m_backoff);

@@ -504,6 +504,10 @@ void TestDlionMath::knowledgeTransferMergesOnlyReplicasBehind()
     QVERIFY(KnowledgeTransfer::behind(0.85, 0.84, 500, 0));   // any gap, at margin 0
     QVERIFY(!KnowledgeTransfer::behind(0.85, 0.85, 500, 0));
     QVERIFY(KnowledgeTransfer::behind(0.85, 0.84, 50000, 1));  // the same point is beyond the noise of 50 000
+    // A stale (pipelined) group merges only beyond the noise, whatever the knob.
+    QVERIFY(!KnowledgeTransfer::behind(0.85, 0.84, 500, KnowledgeTransfer::marginFor(0, true)));
+    QVERIFY(KnowledgeTransfer::behind(0.85, 0.84, 500, KnowledgeTransfer::marginFor(0, false)));
+    QCOMPARE(KnowledgeTransfer::marginFor(2, true), 2.0);
     // Rank 0 trained, rank 1 not: at round 4 rank 1 takes rank 0's model
     // (alpha 1), and the schedule keeps its period (next at 9). At 9 the
     // replicas are the same: no model crosses, and the gap doubles (19),
