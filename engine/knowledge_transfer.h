@@ -29,7 +29,8 @@ struct RoundContext;
 // any replica behind. One standard error (2.3 points at 85% on 500
 // samples) kept iid replicas, which stay within a point, from merging, but
 // on non-iid data it also let the replicas drift apart: frequent small
-// merges ended Dirichlet(0.3) higher and cost iid nothing measurable
+// merges ended Dirichlet(0.3) a point higher on average, cost wan-hetero
+// iid nothing measurable and the iid straggler pair about a point at 40 s
 // (docs/benchmarks.md). Every worker holds the same scores, so all know
 // who merges without a message. A manual merge ("merge now") merges every
 // replica behind the best.

@@ -157,8 +157,9 @@ void TestStrategies::dlionAdaptsToSlowWorkersAndMergesOnRequest()
     // share, in proportion to the rate its rounds measured. On a 2-core
     // host the four workers' synchronous computes contend for the cores,
     // so the measured rates differ less than the slowdowns (0.45-0.62
-    // instead of 0.25; 0.8 once in CI): the shares are held to the rates,
-    // and tst_compute_pacer checks that a slowdown holds under host load.
+    // instead of 0.25; about 0.8 once in a full ctest run): the shares are
+    // held to the rates, and tst_compute_pacer checks that a slowdown holds
+    // under host load.
     const auto figures = [&](double protocol::RoundRecord::*field) {
         QStringList v;
         for (int w = 0; w < 4; ++w)
