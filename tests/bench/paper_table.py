@@ -10,7 +10,9 @@ worker 0 slows down 4x a third of the way in, and the straggler pair (2
 workers, one 4x slower, links uncapped), and every strategy on the generated
 32x32 RGB shapes set (CIFAR-10's size; no Debian package ships CIFAR-10).
 Accuracy is the mean replica on
-one test subset (the summary's evaluation_rule); every figure is the median
+one test subset (the summary's evaluation_rule); time to a target is the
+first evaluation that reaches it (the summary's) and, beside it, the first
+from which it held at the next evaluation too; every figure is the median
 over the seeds with its min-max, and ratios are taken between medians.
 
 Prints one JSON object (results = per-configuration medians and the runs'
@@ -63,13 +65,27 @@ def one_run(strategy, partition, seconds, seed, extra, job):
         json.dump({"momentum": MOMENTUM.get(strategy, DEFAULT_MOMENTUM), **job}, f)
         f.flush()
         s = run_dlion([*args, "--config", f.name], timeout=seconds * 6 + 180)
+    scored = [(e["t"], e["global_accuracy"]) for e in s["evals"] if e.get("primary")]
     return {"seed": seed, "train_s": s["train_s"], "wall_s": s["wall_s"], "samples_per_s": s["samples_per_s"],
             "final_accuracy": s["final_accuracy"], "final_min_accuracy": s.get("final_min_accuracy"),
             "final_max_accuracy": s.get("final_max_accuracy"),
             "final_consensus_accuracy": s.get("final_consensus_accuracy"),
             "time_to_accuracy": {k: s["time_to_accuracy"].get(k) for k in TARGETS},
+            "time_held": {k: time_held(scored, float(k)) for k in TARGETS},
             "bytes_sent": s["bytes_sent"], "merges": s["merges"],
             "mean_share": [round(w["mean_share"], 3) for w in s["per_worker"]]}
+
+
+def time_held(scored, target):
+    """The first evaluation time from which the target held at the next
+    evaluation too: a curve that wavers around the target (one evaluation's
+    standard error on 2,000 images is about 0.9 points at 80%) crosses it by
+    chance before it has got there, and the first crossing favours the
+    noisier run."""
+    for (t, acc), (_, after) in zip(scored, scored[1:]):
+        if acc >= target and after >= target:
+            return t
+    return None
 
 
 def median_range(values):
@@ -84,7 +100,8 @@ def config(label, strategy, partition, seconds, seeds, extra=(), job=None):
            "setting": " ".join(extra), "momentum": MOMENTUM.get(strategy, DEFAULT_MOMENTUM), "runs": runs}
     for key in ("final_accuracy", "final_min_accuracy", "final_consensus_accuracy", "samples_per_s", "bytes_sent"):
         row[key] = median_range([r[key] or 0 for r in runs])
-    row["time_to_accuracy"] = {k: median_range([r["time_to_accuracy"][k] for r in runs]) for k in TARGETS}
+    for key in ("time_to_accuracy", "time_held"):
+        row[key] = {k: median_range([r[key][k] for r in runs]) for k in TARGETS}
     row["mean_share"] = runs[len(runs) // 2]["mean_share"]
     print(f"  {label:<34} {partition:<14} acc {row['final_accuracy'][0]:.4f}  "
           f"{row['samples_per_s'][0]:.0f} samples/s", file=sys.stderr, flush=True)
@@ -202,6 +219,8 @@ def main():
         checks["straggler_pair"] = {
             "speedup_to_80": ratio(pair["allreduce"]["time_to_accuracy"]["0.80"][0],
                                    pair["dlion"]["time_to_accuracy"]["0.80"][0]),
+            "speedup_to_80_held": ratio(pair["allreduce"]["time_held"]["0.80"][0],
+                                        pair["dlion"]["time_held"]["0.80"][0]),
             "throughput_ratio": round(pair["dlion"]["samples_per_s"][0] / pair["allreduce"]["samples_per_s"][0], 2),
             "targets": {"speedup_to_80": 2.0, "throughput_ratio": 2.0},
         }
@@ -210,12 +229,14 @@ def main():
     print()
     print("Median over seeds " + ", ".join(map(str, seeds)) + " (min–max).")
     print()
-    print("| run | partition | time to 80% (s) | time to 85% (s) | accuracy at budget (%) | worst replica (%) "
-          "| consensus (%) | samples/s | MB sent | shares |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| run | partition | time to 80% (s) | time to 85% (s) | 80% held (s) | 85% held (s) | accuracy at budget (%) "
+          "| worst replica (%) | consensus (%) | samples/s | MB sent | shares |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         tta = r["time_to_accuracy"]
+        held = r["time_held"]
         print(f"| {r['label']} | {r['partition']} | {fmt(tta['0.80'])} | {fmt(tta['0.85'])} | "
+              f"{fmt(held['0.80'])} | {fmt(held['0.85'])} | "
               f"{fmt(r['final_accuracy'], 100, 2)} | {fmt(r['final_min_accuracy'], 100, 2)} | "
               f"{fmt(r['final_consensus_accuracy'], 100, 2)} | {fmt(r['samples_per_s'], 1, 0)} | "
               f"{fmt(r['bytes_sent'], 1e-6, 1)} | {'/'.join(str(s) for s in r['mean_share'])} |")
