@@ -75,7 +75,7 @@ void keepRecent(std::deque<double> &window, double value)
 } // namespace
 
 DlionStrategy::DlionStrategy(const protocol::JobSpec &spec, Trainer &trainer, Mailbox &mailbox)
-    : m_trainer(trainer), m_mailbox(mailbox), m_batch(spec.batchSize), m_transfer(0.5, 500),
+    : m_trainer(trainer), m_mailbox(mailbox), m_batch(spec.batchSize), m_transfer(1, 500),
       m_topk(mailbox.world(), trainer.parameterCount())
 {
     const StrategyOptions o(spec.strategyOptions, spec.strategy);

@@ -95,7 +95,7 @@ QList<Knob> dlionKnobs()
                  "next round (only at staleness 0)"),
             needing(integer("dkt_period", 50, 1, 1e9, "DKT &period:", "Fewest rounds between knowledge transfers", " rounds"), "dkt"),
             dktShareKnob(),
-            needing(number("dkt_alpha", 0.5, 0, 1, "DKT &weight:", "Merge weight: w ← (1−α)·w + α·w_best"), "dkt"),
+            needing(number("dkt_alpha", 1, 0, 1, "DKT &weight:", "Merge weight: w ← (1−α)·w + α·w_best (1: take the best replica's)"), "dkt"),
             needing(number("dkt_margin", 0, 0, 10, "DKT &margin:",
                            "Standard errors (on the held-out batch) a replica must trail the best by to merge; "
                            "0: any replica behind the best merges",

@@ -138,6 +138,7 @@ void TestStrategies::dlionAdaptsToSlowWorkersAndMergesOnRequest()
     QVERIFY(merge.manual);
     QVERIFY(merge.from != merge.to);
     QVERIFY(merge.scoreFrom > merge.scoreBefore);
+    QCOMPARE(merge.alpha, 1.0);  // the default: the best replica's parameters taken whole
 
     // Worker 0 becomes 8x slower mid-run: within a few rounds its share
     // falls below worker 1's (they were equal).
