@@ -67,8 +67,8 @@ public:
     void run(Trainer &trainer, Mailbox &mailbox, const RoundContext &ctx, bool manual, bool stale = false);
     // The margin a transfer merges beyond. A stale group's replicas differ
     // by the round in flight, which each will still apply: merging that
-    // difference would count half of it twice, so while stale a replica
-    // merges only beyond the held-out noise, one standard error. (On the
+    // difference would count the part taken (alpha) twice, so while stale a
+    // replica merges only beyond the held-out noise, one standard error. (On the
     // pipelined straggler pair, margin 0 merged at every transfer: 54-60
     // times in 40 s; this rule: 8-9.)
     static double marginFor(double margin, bool stale) { return stale ? std::max(margin, 1.0) : margin; }
