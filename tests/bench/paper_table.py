@@ -26,10 +26,18 @@ pair (all-reduce, DLion, DLion without DKT, DLion never pipelined; 40 s
 unless --seconds). --dlion KNOBS (repeatable) runs only DLion rows on the
 main footing, one per use, with those comma-separated knobs; momentum=M
 sets the job's momentum (--dlion "" is the default DLion).
+--strategies S,... limits the main rows to those strategies.
+--dilate D runs the main footing D times slower in every part (compute
+slowdowns, latency, transfer times, evaluation interval, budget) and
+reports its times divided by D: the 4 workers' compute (2.75 cores at
+slowdowns 1/1/2/4) then fits a 2-core host, where separate machines lend
+each other no CPU; the engine's own processing is not slowed.
 Usage: tests/bench/paper_table.py [--quick | --straggler] [--seconds S] [--seeds N]
-                                  [--partitions P,...] [--dataset D] [--dlion KNOBS ...]"""
+                                  [--partitions P,...] [--dataset D] [--dlion KNOBS ...]
+                                  [--strategies S,...] [--dilate D]"""
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -38,7 +46,9 @@ from bench_common import run_dlion
 
 STRATEGIES = ["allreduce", "gaia", "ako", "hop", "dlion"]
 BASELINES = ["allreduce", "gaia", "ako", "hop"]
-CLUSTER = ["--workers", "4", "--slowdown", "1,1,2,4", "--links", "wan-hetero"]
+SLOWDOWN = (1, 1, 2, 4)
+CLUSTER = ["--workers", "4", "--slowdown", ",".join(map(str, SLOWDOWN)), "--links", "wan-hetero"]
+WAN_HETERO_MBPS, WAN_LATENCY_MS, EVAL_INTERVAL_S = (40, 20, 10), 25, 2
 # Evaluated every 0.5 s: the pair crosses 80% within 4-6 s, which 2 s
 # evaluations put on the same ticks for every strategy.
 STRAGGLER = ["--workers", "2", "--slowdown", "1,4", "--links", "none", "--eval-interval", "0.5"]
@@ -58,19 +68,34 @@ def straggler_label(name):
     return f"{name}, 2 workers (1, 4), no caps"
 
 
-def one_run(strategy, partition, seconds, seed, extra, job):
-    args = [*COMMON, "--strategy", strategy, "--partition", partition, "--seconds", str(seconds),
+def dilated_footing(dilate, folder):
+    """The main footing D times slower: wan-hetero's links (the preset's
+    rule, rate (i + j) mod 3) at 1/D the rate and D times the latency, each
+    worker's slowdown and the evaluation interval times D."""
+    path = os.path.join(folder, "links.txt")
+    n = len(SLOWDOWN)
+    with open(path, "w") as f:
+        for i in range(n):
+            f.write(" ".join("0" if i == j else f"{WAN_HETERO_MBPS[(i + j) % 3] / dilate:g}" for j in range(n)) + "\n")
+    return ["--workers", str(n), "--slowdown", ",".join(f"{s * dilate:g}" for s in SLOWDOWN), "--links", path,
+            "--latency-ms", f"{WAN_LATENCY_MS * dilate:g}", "--eval-interval", f"{EVAL_INTERVAL_S * dilate:g}"]
+
+
+def one_run(strategy, partition, seconds, seed, extra, job, dilate=1):
+    args = [*COMMON, "--strategy", strategy, "--partition", partition, "--seconds", str(seconds * dilate),
             "--seed", str(seed), *extra]
     with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
         json.dump({"momentum": MOMENTUM.get(strategy, DEFAULT_MOMENTUM), **job}, f)
         f.flush()
-        s = run_dlion([*args, "--config", f.name], timeout=seconds * 6 + 180)
-    scored = [(e["t"], e["global_accuracy"]) for e in s["evals"] if e.get("primary")]
-    return {"seed": seed, "train_s": s["train_s"], "wall_s": s["wall_s"], "samples_per_s": s["samples_per_s"],
+        s = run_dlion([*args, "--config", f.name], timeout=seconds * dilate * 6 + 180)
+    scored = [(e["t"] / dilate, e["global_accuracy"]) for e in s["evals"] if e.get("primary")]
+    reached = {k: s["time_to_accuracy"].get(k) for k in TARGETS}
+    return {"seed": seed, "train_s": s["train_s"] / dilate, "wall_s": s["wall_s"],
+            "samples_per_s": s["samples_per_s"] * dilate,
             "final_accuracy": s["final_accuracy"], "final_min_accuracy": s.get("final_min_accuracy"),
             "final_max_accuracy": s.get("final_max_accuracy"),
             "final_consensus_accuracy": s.get("final_consensus_accuracy"),
-            "time_to_accuracy": {k: s["time_to_accuracy"].get(k) for k in TARGETS},
+            "time_to_accuracy": {k: None if t is None else t / dilate for k, t in reached.items()},
             "time_held": {k: time_held(scored, float(k)) for k in TARGETS},
             "bytes_sent": s["bytes_sent"], "merges": s["merges"],
             "mean_share": [round(w["mean_share"], 3) for w in s["per_worker"]]}
@@ -94,9 +119,9 @@ def median_range(values):
     return statistics.median(v), v[0], v[-1]
 
 
-def config(label, strategy, partition, seconds, seeds, extra=(), job=None):
-    runs = [one_run(strategy, partition, seconds, seed, list(extra), job or {}) for seed in seeds]
-    row = {"label": label, "strategy": strategy, "partition": partition, "budget_s": seconds,
+def config(label, strategy, partition, seconds, seeds, extra=(), job=None, dilate=1):
+    runs = [one_run(strategy, partition, seconds, seed, list(extra), job or {}, dilate) for seed in seeds]
+    row = {"label": label, "strategy": strategy, "partition": partition, "budget_s": seconds, "dilate": dilate,
            "setting": " ".join(extra), "momentum": MOMENTUM.get(strategy, DEFAULT_MOMENTUM), "runs": runs}
     for key in ("final_accuracy", "final_min_accuracy", "final_consensus_accuracy", "samples_per_s", "bytes_sent"):
         row[key] = median_range([r[key] or 0 for r in runs])
@@ -108,7 +133,7 @@ def config(label, strategy, partition, seconds, seeds, extra=(), job=None):
     return row
 
 
-def dlion_variant(knobs, partition, seconds, seeds, cluster):
+def dlion_variant(knobs, partition, seconds, seeds, cluster, dilate):
     """A DLion row with `knobs` ("k=v,..."; momentum=M goes to the job)."""
     extra, job = list(cluster), {}
     for knob in filter(None, knobs.split(",")):
@@ -117,7 +142,7 @@ def dlion_variant(knobs, partition, seconds, seeds, cluster):
             job["momentum"] = float(value)
         else:
             extra += ["--option", knob]
-    return config(f"dlion {knobs}".strip(), "dlion", partition, seconds, seeds, extra, job)
+    return config(f"dlion {knobs}".strip(), "dlion", partition, seconds, seeds, extra, job, dilate)
 
 
 def ratio(base, new):
@@ -146,26 +171,37 @@ def main():
     p.add_argument("--partitions", help="comma-separated, e.g. iid,dirichlet:0.3")
     p.add_argument("--dataset", help="the main rows' data set (default fashion-mnist)")
     p.add_argument("--dlion", action="append", metavar="KNOBS", help="only DLion rows, e.g. staleness=1,momentum=0.6")
+    p.add_argument("--strategies", metavar="S,...", help="comma-separated main rows, e.g. gaia,ako,dlion (default: all five)")
+    p.add_argument("--dilate", type=float, default=1, metavar="D", help="run the main footing D times slower, report times / D")
     a = p.parse_args()
+    if a.dilate < 1:
+        p.error("--dilate must be at least 1")
+    strategies = a.strategies.split(",") if a.strategies else STRATEGIES
+    if not set(strategies) <= set(STRATEGIES) or "dlion" not in strategies:
+        p.error(f"--strategies takes names among {', '.join(STRATEGIES)} and must include dlion")
     seconds = a.seconds or (20 if a.quick else 40 if a.straggler else 60)
     seeds = [7 + 10 * i for i in range(a.seeds or (1 if a.quick else 3))]
     partitions = [] if a.straggler else a.partitions.split(",") if a.partitions else ["iid"] if a.quick \
         else ["iid", "dirichlet:0.3"]
+    folder = tempfile.TemporaryDirectory(prefix="paper-table-")
+    cluster = dilated_footing(a.dilate, folder.name) if a.dilate > 1 else CLUSTER
     # Scoring every replica is most of a short run's wall time.
-    cluster = [*CLUSTER, "--eval-samples", "1000"] if a.quick else CLUSTER
+    if a.quick:
+        cluster = [*cluster, "--eval-samples", "1000"]
     if a.dataset:
         cluster = [*cluster, "--dataset", a.dataset]
     rows = []
     if a.dlion:
         for part in partitions:
             for knobs in a.dlion:
-                rows.append(dlion_variant(knobs, part, seconds, seeds, cluster))
+                rows.append(dlion_variant(knobs, part, seconds, seeds, cluster, a.dilate))
         partitions = []  # no baselines to check against
     for part in partitions:
-        for strategy in STRATEGIES:
-            rows.append(config(strategy, strategy, part, seconds, seeds, cluster))
+        for strategy in strategies:
+            rows.append(config(strategy, strategy, part, seconds, seeds, cluster, dilate=a.dilate))
         if a.quick and part != "iid":
-            rows.append(config("dlion without dkt", "dlion", part, seconds, seeds, [*cluster, "--option", "dkt=false"]))
+            rows.append(config("dlion without dkt", "dlion", part, seconds, seeds, [*cluster, "--option", "dkt=false"],
+                               dilate=a.dilate))
     if a.straggler:
         for strategy in ("allreduce", "dlion"):
             rows.append(config(straggler_label(strategy), strategy, "iid", seconds, seeds, STRAGGLER))
@@ -192,9 +228,12 @@ def main():
     for part in partitions:
         by = {r["strategy"]: r for r in rows if r["partition"] == part and r["label"] == r["strategy"]}
         d = by["dlion"]
-        best_base = max(BASELINES, key=lambda b: by[b]["final_accuracy"][0])
+        baselines = [b for b in BASELINES if b in by]
+        best_base = max(baselines, key=lambda b: by[b]["final_accuracy"][0], default=None)
+        if best_base is None:
+            continue
         checks[part] = {
-            "speedup_vs": {k: {b: ratio(by[b]["time_to_accuracy"][k][0], d["time_to_accuracy"][k][0]) for b in BASELINES}
+            "speedup_vs": {k: {b: ratio(by[b]["time_to_accuracy"][k][0], d["time_to_accuracy"][k][0]) for b in baselines}
                            for k in TARGETS},
             "accuracy_at_budget": d["final_accuracy"][0],
             "best_baseline": best_base,
@@ -224,7 +263,8 @@ def main():
             "throughput_ratio": round(pair["dlion"]["samples_per_s"][0] / pair["allreduce"]["samples_per_s"][0], 2),
             "targets": {"speedup_to_80": 2.0, "throughput_ratio": 2.0},
         }
-    print(json.dumps({"benchmark": "paper_table", "budget_s": seconds, "seeds": seeds, "common": " ".join(COMMON + cluster),
+    print(json.dumps({"benchmark": "paper_table", "budget_s": seconds, "seeds": seeds, "dilate": a.dilate,
+                      "common": " ".join(COMMON + cluster),
                       "results": rows, "checks": checks}, indent=2, default=str))
     print()
     print("Median over seeds " + ", ".join(map(str, seeds)) + " (min–max).")
