@@ -31,7 +31,9 @@ sets the job's momentum (--dlion "" is the default DLion).
 slowdowns, latency, transfer times, evaluation interval, budget) and
 reports its times divided by D: the 4 workers' compute (2.75 cores at
 slowdowns 1/1/2/4) then fits a 2-core host, where separate machines lend
-each other no CPU; the engine's own processing is not slowed.
+each other no CPU; the engine's own processing is not slowed. The full
+table's other rows (ablation, mid-run slowdown, straggler pair, shapes)
+keep the plain footing.
 Usage: tests/bench/paper_table.py [--quick | --straggler] [--seconds S] [--seeds N]
                                   [--partitions P,...] [--dataset D] [--dlion KNOBS ...]
                                   [--strategies S,...] [--dilate D]"""
