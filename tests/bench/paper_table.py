@@ -54,7 +54,8 @@ WAN_HETERO_MBPS, WAN_LATENCY_MS, EVAL_INTERVAL_S = (40, 20, 10), 25, 2
 # Evaluated every 0.5 s: the pair crosses 80% within 4-6 s, which 2 s
 # evaluations put on the same ticks for every strategy.
 STRAGGLER = ["--workers", "2", "--slowdown", "1,4", "--links", "none", "--eval-interval", "0.5"]
-COMMON = ["--model", "lenet5", "--dataset", "fashion-mnist", "--eval-interval", "2", "--eval-samples", "2000"]
+COMMON = ["--model", "lenet5", "--dataset", "fashion-mnist", "--eval-interval", str(EVAL_INTERVAL_S), "--eval-samples",
+          "2000"]
 TARGETS = ("0.80", "0.85")
 # SGD momentum per strategy. Asynchrony adds momentum of its own (Mitliagkas
 # et al., "Asynchrony begets momentum", 2016): at the synchronous
