@@ -98,6 +98,10 @@ std::vector<torch::Tensor> floatingBuffers(Model &model)
 
 Trainer::Trainer(const protocol::JobSpec &spec, std::int64_t gradientHead) : m_spec(spec), m_rng(spec.seed * 7919 + std::uint64_t(spec.rank))
 {
+    const std::optional<protocol::LrSchedule> schedule = protocol::LrSchedule::parse(spec.lrSchedule);
+    if (!schedule)
+        throw EngineError("lr_schedule \"" + spec.lrSchedule.toStdString() + "\" is not a schedule; see the job file's reference in the README");
+    m_schedule = *schedule;
     const std::vector<std::string> classNames = toStd(spec.classNames);
     const protocol::WorkerData own = spec.dataFor(spec.rank);
     const RawDataset train = loadDataset(own.dataset.toStdString(), own.dataDir.toStdString(), Split::Train, classNames);
@@ -230,12 +234,7 @@ double Trainer::computeGradient(std::int64_t samples)
 
 void Trainer::step()
 {
-    // lr schedule "step:ROUNDS:GAMMA" multiplies lr by GAMMA every ROUNDS rounds.
-    double lr = m_spec.lr;
-    if (m_spec.lrSchedule.startsWith(QLatin1String("step:"))) {
-        const QStringList parts = m_spec.lrSchedule.split(':');
-        lr *= std::pow(parts[2].toDouble(), double(m_round / parts[1].toLongLong()));
-    }
+    const double lr = m_spec.lr * m_schedule.factor(m_round);
     // torch::optim::SGD's update (no dampening, no Nesterov) on flat buffers.
     torch::NoGradGuard noGrad;
     torch::Tensor d = m_spec.weightDecay > 0 ? m_grad.add(m_params, m_spec.weightDecay) : m_grad;

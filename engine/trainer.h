@@ -92,6 +92,7 @@ private:
     torch::Tensor normalised(const torch::Tensor &samples);
 
     protocol::JobSpec m_spec;
+    protocol::LrSchedule m_schedule;  // m_spec's, parsed
     std::shared_ptr<Model> m_model;
     torch::Tensor m_state, m_params, m_buffers;  // the latter two are views into m_state
     torch::Tensor m_gradStore, m_grad, m_momentum;  // m_grad: a view into m_gradStore, after the spare floats

@@ -122,19 +122,6 @@ bool parseDirichlet(const QString &partition, double *alpha)
     return true;
 }
 
-bool validSchedule(const QString &s)
-{
-    if (s == QLatin1String("constant"))
-        return true;
-    const QStringList parts = s.split(':');
-    if (parts.size() != 3 || parts[0] != QLatin1String("step"))
-        return false;
-    bool ok1 = false, ok2 = false;
-    const int every = parts[1].toInt(&ok1);
-    const double gamma = parts[2].toDouble(&ok2);
-    return ok1 && ok2 && every > 0 && gamma > 0 && gamma <= 1;
-}
-
 // "worker_data": a list of {dataset, data_dir}, one per worker.
 void readWorkerData(const QJsonObject &json, Reader &r, QList<WorkerData> &out)
 {
@@ -241,6 +228,40 @@ GroupPlan JobSpec::initialGroup() const
     g.rendezvousHost = rendezvousHost;
     g.rendezvousPort = rendezvousPort;
     return g;
+}
+
+double LrSchedule::factor(qint64 round) const
+{
+    const double warm = warmupRounds > 0 ? std::min(1.0, double(round + 1) / double(warmupRounds)) : 1.0;
+    return decayEvery > 0 ? warm * std::pow(gamma, double(round / decayEvery)) : warm;
+}
+
+std::optional<LrSchedule> LrSchedule::parse(const QString &text)
+{
+    LrSchedule s;
+    if (text == QLatin1String("constant"))
+        return s;
+    bool warmup = false, step = false;
+    for (const QString &part : text.split('+')) {
+        const QStringList f = part.split(':');
+        bool ok1 = false, ok2 = true;
+        const qint64 rounds = f.value(1).toLongLong(&ok1);
+        if (!ok1 || rounds <= 0)
+            return std::nullopt;
+        if (f.size() == 2 && f[0] == QLatin1String("warmup") && !warmup) {
+            warmup = true;
+            s.warmupRounds = rounds;
+        } else if (f.size() == 3 && f[0] == QLatin1String("step") && !step) {
+            step = true;
+            s.decayEvery = rounds;
+            s.gamma = f[2].toDouble(&ok2);
+            if (!ok2 || !(s.gamma > 0 && s.gamma <= 1))
+                return std::nullopt;
+        } else {
+            return std::nullopt;
+        }
+    }
+    return s;
 }
 
 double JobSpec::dirichletAlpha() const
@@ -356,8 +377,10 @@ void readTraining(Reader &r, JobSpec &s)
     r.num("momentum", s.momentum, 0, 0.999999);
     r.num("weight_decay", s.weightDecay, 0, 1);
     r.str("lr_schedule", s.lrSchedule);
-    if (!validSchedule(s.lrSchedule))
-        r.fail("lr_schedule", QStringLiteral("is \"%1\"; use \"constant\" or \"step:ROUNDS:GAMMA\"").arg(s.lrSchedule));
+    if (!LrSchedule::parse(s.lrSchedule))
+        r.fail("lr_schedule", QStringLiteral("is \"%1\"; use \"constant\", \"warmup:ROUNDS\", \"step:ROUNDS:GAMMA\" "
+                                             "(0 < GAMMA <= 1), or both as \"warmup:ROUNDS+step:ROUNDS:GAMMA\"")
+                                  .arg(s.lrSchedule));
     r.num("seed", s.seed, 0, 9007199254740991.0);
     r.num("eval_interval_s", s.evalIntervalS, 0.05, 86400);
     r.num("eval_samples", s.evalSamples, 1, 1e7);

@@ -19,6 +19,22 @@ struct Budget {
     qint64 maxRounds = 0;
 };
 
+// The learning rate's schedule, counted in this replica's optimizer steps
+// (rounds), as torch.optim's schedulers count them: a linear warm-up over
+// the first `warmupRounds` steps (Goyal et al. 2017, "Accurate, Large
+// Minibatch SGD"), then lr x gamma every `decayEvery` steps.
+struct LrSchedule {
+    qint64 warmupRounds = 0;  // 0: no warm-up
+    qint64 decayEvery = 0;    // 0: no decay
+    double gamma = 1;
+
+    // lr's multiplier at step `round` (0 for the first).
+    double factor(qint64 round) const;
+    // "constant", or "warmup:ROUNDS", "step:ROUNDS:GAMMA" or both joined by
+    // '+'; nullopt for anything else.
+    static std::optional<LrSchedule> parse(const QString &text);
+};
+
 // Periodic checkpoints of every worker's replica and optimizer state.
 // Off while `dir` is empty.
 struct CheckpointSpec {
@@ -79,7 +95,7 @@ struct JobSpec {
     double lr = 0.05;
     double momentum = 0.9;
     double weightDecay = 0.0;
-    QString lrSchedule = QStringLiteral("constant");  // or "step:ROUNDS:GAMMA"
+    QString lrSchedule = QStringLiteral("constant");  // LrSchedule::parse's text
     quint64 seed = 1;
     Budget budget;
     double evalIntervalS = 2.0;

@@ -150,7 +150,8 @@ JobEditor::JobEditor(QWidget *parent) : QWidget(parent)
                 {"class_names", m_classNames},
                 {"partition", m_alpha},         {"model", m_model},
                 {"strategy", m_strategy},       {"batch_size", m_batch},
-                {"lr", m_lr},                   {"seed", m_seed},
+                {"lr", m_lr},                   {"lr_schedule", m_lrSchedule},
+                {"seed", m_seed},
                 {"eval_interval_s", m_evalInterval}, {"eval_samples", m_evalSamples},
                 {"budget.seconds", m_seconds},
                 {"budget.epochs", m_epochs},    {"budget.target_accuracy", m_target},
@@ -219,6 +220,10 @@ QWidget *JobEditor::buildDataGroup()
     m_lr = doubleSpin(box, 0, 100, 0.05, 4, QString());
     m_lr->setSingleStep(0.01);
     m_lr->setToolTip(tr("SGD learning rate (must be above 0)"));
+    m_lrSchedule = new QLineEdit(box);
+    m_lrSchedule->setPlaceholderText(tr("constant"));
+    m_lrSchedule->setToolTip(tr("warmup:R raises the learning rate linearly over each replica's first R rounds; "
+                                "step:R:G multiplies it by G every R rounds; warmup:R+step:R2:G does both"));
     m_seed = intSpin(box, 0, 1 << 30, 1, QString());
     auto *form = new QFormLayout(box);
     form->addRow(tr("&Dataset:"), m_dataset);
@@ -232,6 +237,7 @@ QWidget *JobEditor::buildDataGroup()
     form->addRow(tr("&Model:"), m_model);
     form->addRow(tr("&Batch:"), m_batch);
     form->addRow(tr("&Learning rate:"), m_lr);
+    form->addRow(tr("LR sched&ule:"), m_lrSchedule);
     form->addRow(tr("S&eed:"), m_seed);
     return box;
 }
@@ -389,6 +395,8 @@ QJsonObject JobEditor::job() const
             names.append(name.trimmed());
         j.insert("class_names", names);
     }
+    if (!m_lrSchedule->text().trimmed().isEmpty())
+        j.insert("lr_schedule", m_lrSchedule->text().trimmed());
     if (!m_checkpointDir->text().trimmed().isEmpty())
         j.insert("checkpoint", QJsonObject{{"dir", m_checkpointDir->text().trimmed()},
                                            {"interval_s", m_checkpointInterval->value()},
@@ -426,6 +434,7 @@ void JobEditor::setJob(const QJsonObject &j)
         m_batch->setValue(j.value("batch_size").toInt());
     if (j.contains("lr"))
         m_lr->setValue(j.value("lr").toDouble());
+    m_lrSchedule->setText(j.value("lr_schedule").toString());
     if (j.contains("seed"))
         m_seed->setValue(j.value("seed").toInt());
     if (j.contains("eval_interval_s"))

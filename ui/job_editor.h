@@ -57,7 +57,7 @@ private:
     void watch(QWidget *w);
 
     QComboBox *m_dataset, *m_partition, *m_model, *m_strategy, *m_testSet;
-    QLineEdit *m_dataDir, *m_workerDirs, *m_classNames, *m_checkpointDir, *m_resumeFrom;
+    QLineEdit *m_dataDir, *m_workerDirs, *m_classNames, *m_lrSchedule, *m_checkpointDir, *m_resumeFrom;
     QDoubleSpinBox *m_alpha, *m_lr, *m_seconds, *m_epochs, *m_target, *m_evalInterval;
     QSpinBox *m_batch, *m_maxRounds, *m_seed, *m_evalSamples, *m_checkpointKeep;
     QDoubleSpinBox *m_checkpointInterval;

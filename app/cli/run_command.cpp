@@ -40,6 +40,8 @@ const FlagSpec kFlags[] = {
     {"partition", "partition", "P", "iid or dirichlet:ALPHA.", false},
     {"batch-size", "batch_size", "N", "Samples per worker per round.", true},
     {"lr", "lr", "X", "Learning rate.", true},
+    {"lr-schedule", "lr_schedule", "S", "constant (default), warmup:ROUNDS (linear warm-up), step:ROUNDS:GAMMA\n"
+                                        "(lr x GAMMA every ROUNDS), or warmup:ROUNDS+step:ROUNDS:GAMMA.", false},
     {"seconds", "budget.seconds", "T", "Training time budget in seconds.", true},
     {"epochs", "budget.epochs", "E", "Epochs over the whole training set.", true},
     {"target-accuracy", "budget.target_accuracy", "A", "Stop once test accuracy reaches A (0-1).", true},

@@ -187,18 +187,21 @@ void TestJobEditor::dataFieldsMakeAValidJob()
     fieldAs<QLineEdit>(editor, "worker_data")->setText("/data/a, /data/b");
     select(editor, "test_set", "shared");
     fieldAs<QLineEdit>(editor, "class_names")->setText("cat, dog");
+    fieldAs<QLineEdit>(editor, "lr_schedule")->setText(" warmup:50+step:1000:0.5 ");
     const QJsonObject job = editor.job();
     QString error;
     const auto request = core::buildJob({}, QJsonObject{{"workers", 2}, {"worker_data", job.value("worker_data")},
                                                        {"test_set", job.value("test_set")},
                                                        {"class_names", job.value("class_names")},
-                                                       {"dataset", job.value("dataset")}},
+                                                       {"dataset", job.value("dataset")},
+                                                       {"lr_schedule", job.value("lr_schedule")}},
                                         &error);
     QVERIFY2(request, qPrintable(error));
     QCOMPARE(request->spec.dataFor(1).dataDir, QStringLiteral("/data/b"));
     QCOMPARE(request->spec.dataFor(1).dataset, QStringLiteral("imagefolder"));
     QCOMPARE(request->spec.testSet, QStringLiteral("shared"));
     QCOMPARE(request->spec.classNames, (QStringList{"cat", "dog"}));
+    QCOMPARE(request->spec.lrSchedule, QStringLiteral("warmup:50+step:1000:0.5"));
     ui::JobEditor loaded;
     loaded.setJob(job);
     QCOMPARE(loaded.job(), job);

@@ -24,6 +24,7 @@ private Q_SLOTS:
     void overridesWinAndWorkersChecked();
     void malformedFilesNameFileAndLine();
     void modelFileFromTheJobFilesFolder();
+    void lrScheduleWarmsUpThenDecays();
 
 private:
     QString write(const QString &name, const QByteArray &text)
@@ -56,7 +57,9 @@ void TestJobSpec::errorsNameTheField_data()
     QTest::newRow("batch fractional") << QJsonObject{{"batch_size", 3.5}, {"budget", budget}} << "batch_size";
     QTest::newRow("negative lr") << QJsonObject{{"lr", -1}, {"budget", budget}} << "lr";
     QTest::newRow("bad partition") << QJsonObject{{"partition", "dirichlet:-2"}, {"budget", budget}} << "partition";
-    QTest::newRow("bad schedule") << QJsonObject{{"lr_schedule", "step:0:2"}, {"budget", budget}} << "lr_schedule";
+    for (const char *schedule : {"step:0:2", "step:10:1.5", "warmup:0", "warmup:-3", "warmup:10:1", "warmup:10+warmup:20",
+                                 "warmup:10+", "cosine:100", "step:10:0.5+step:20:0.5"})
+        QTest::addRow("schedule %s", schedule) << QJsonObject{{"lr_schedule", schedule}, {"budget", budget}} << "lr_schedule";
     QTest::newRow("typo") << QJsonObject{{"modle", "mlp"}, {"budget", budget}} << "modle";
     QTest::newRow("no budget") << QJsonObject{} << "budget";
     QTest::newRow("budget typo") << QJsonObject{{"budget", QJsonObject{{"secs", 4}}}} << "budget.secs";
@@ -280,6 +283,28 @@ void TestJobSpec::modelFileFromTheJobFilesFolder()
     const QString text = write("text.pt", "not a model");
     QVERIFY(!core::buildJob({}, QJsonObject{{"model", text}}, &error));
     QVERIFY2(error.contains(text + ": not a TorchScript module"), qPrintable(error));
+}
+
+void TestJobSpec::lrScheduleWarmsUpThenDecays()
+{
+    const auto factor = [](const char *text, qint64 round) {
+        const std::optional<protocol::LrSchedule> s = protocol::LrSchedule::parse(text);
+        return s ? s->factor(round) : -1.0;
+    };
+    QCOMPARE(factor("constant", 0), 1.0);
+    QCOMPARE(factor("constant", 100000), 1.0);
+    // Linear from lr/ROUNDS at the first step to lr at step ROUNDS - 1.
+    QCOMPARE(factor("warmup:100", 0), 0.01);
+    QCOMPARE(factor("warmup:100", 49), 0.5);
+    QCOMPARE(factor("warmup:100", 99), 1.0);
+    QCOMPARE(factor("warmup:100", 5000), 1.0);
+    QCOMPARE(factor("step:10:0.5", 9), 1.0);
+    QCOMPARE(factor("step:10:0.5", 10), 0.5);
+    QCOMPARE(factor("step:10:0.5", 25), 0.25);
+    // Either order; the decay counts from step 0, not from the warm-up's end.
+    QCOMPARE(factor("warmup:4+step:10:0.5", 1), 0.5);
+    QCOMPARE(factor("step:10:0.5+warmup:4", 1), 0.5);
+    QCOMPARE(factor("warmup:20+step:10:0.5", 14), 0.75 * 0.5);
 }
 
 QTEST_GUILESS_MAIN(TestJobSpec)
