@@ -255,6 +255,7 @@ void Worker::joinGroup(Comm &comm, const protocol::GroupPlan &plan, Trainer &tra
                        Progress &progress)
 {
     setState(protocol::WorkerState::Rendezvous);
+    const auto formingStart = Clock::now();
     comm.connect();
     emulator.setGroup(std::vector<int>(plan.members.begin(), plan.members.end()));
     // Every member starts from the source's replica (parameters and
@@ -264,6 +265,10 @@ void Worker::joinGroup(Comm &comm, const protocol::GroupPlan &plan, Trainer &tra
     checkModelSizes(comm, plan, trainer);
     comm.broadcast(trainer.flatState(), source);
     comm.broadcast(trainer.flatMomentum(), source);
+    // Forming the group is setup, as a PyTorch job's init_process_group
+    // and DDP's first broadcast are: off the clock, which the source's
+    // figure below would otherwise carry into every member's.
+    progress.pausedS += secondsSince(formingStart);
     auto shared = torch::tensor({double(progress.result.rounds), progress.elapsed(), progress.lastEvalT}, torch::kDouble);
     comm.broadcast(shared, source);
     progress.result.rounds = qint64(shared[0].item<double>());
@@ -271,7 +276,7 @@ void Worker::joinGroup(Comm &comm, const protocol::GroupPlan &plan, Trainer &tra
     progress.adopt(shared[1].item<double>());
     progress.lastEvalT = shared[2].item<double>();
     // From here on every collective pays its emulated links; forming the
-    // group (above) is setup and is not charged.
+    // group (above) is not charged.
     comm.setPacing({[&emulator, &progress](double bytes) {
                         const LinkEmulator::PacerScope pacer;
                         return emulator.allreduceSeconds(bytes, progress.elapsed());

@@ -157,6 +157,7 @@ private Q_SLOTS:
     void cutLinkCarriesWhatFitsAndIsMeasured();
     void waitsOverlappingAPeersEvaluationAreCounted();
     void noStrategyReadsALinkCap();
+    void formingTheGroupIsOffTheTrainingClock();
     void mailboxDropsForgedReplayedAndReflectedMessages();
     void storeAnswersOnlyHoldersOfTheKey();
     void strangerOnAGlooPairBreaksTheRendezvous();
@@ -1115,6 +1116,53 @@ void TestDlionMath::noStrategyReadsALinkCap()
         QCOMPARE(rounds[1], qint64(30));
         QVERIFY2(LinkEmulator::capReadsOutsidePacer() == before,
                  qPrintable(QString("%1 read a link cap %2 times").arg(strategy).arg(LinkEmulator::capReadsOutsidePacer() - before)));
+    }
+}
+
+void TestDlionMath::formingTheGroupIsOffTheTrainingClock()
+{
+    // Worker 1 starts well after worker 0 is waiting for its group, as an
+    // agent that loads its data slowly does: that wait is setup, like a
+    // PyTorch job's init_process_group, so the first round's time counts
+    // from the group's forming (under both loops: collectives, messages).
+    constexpr auto kLateStart = std::chrono::milliseconds(1500);
+    for (const char *strategy : {"allreduce", "dlion"}) {
+        const int port = freeLoopbackPort();
+        std::atomic<bool> waiting{false};
+        std::atomic<double> firstRoundT{-1};
+        const std::string error = onTwoThreads([&](int rank) {
+            dlion::protocol::JobSpec spec = mlpOnSynthetic();
+            spec.strategy = strategy;
+            spec.evalSamples = 200;
+            spec.evalIntervalS = 1e6;
+            spec.budget.maxRounds = 3;
+            spec.world = 2;
+            spec.rank = rank;
+            spec.rendezvousPort = port;
+            WorkerHooks hooks;
+            if (rank == 0) {
+                hooks.state = [&waiting](dlion::protocol::WorkerState s) {
+                    if (s == dlion::protocol::WorkerState::Rendezvous)
+                        waiting = true;
+                };
+                hooks.round = [&firstRoundT](const dlion::protocol::RoundRecord &r) {
+                    if (r.round == 0)
+                        firstRoundT = r.t;
+                };
+            } else {
+                const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+                while (!waiting && std::chrono::steady_clock::now() < deadline)
+                    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+                std::this_thread::sleep_for(kLateStart);
+            }
+            Worker worker(spec, "127.0.0.1", kTestSecret, hooks);
+            worker.run();
+        });
+        QVERIFY2(error.empty(), (std::string(strategy) + ": " + error).c_str());
+        QVERIFY2(waiting, strategy);
+        // Round 0's own work takes milliseconds; before the fix it read 1.5 s and more.
+        QVERIFY2(firstRoundT >= 0 && firstRoundT < 0.5 * std::chrono::duration<double>(kLateStart).count(),
+                 qPrintable(QString("%1: round 0 ended at %2 s of training").arg(strategy).arg(firstRoundT.load())));
     }
 }
 
