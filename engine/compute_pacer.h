@@ -8,10 +8,10 @@ namespace dlion::engine {
 // way that does not depend on what else shares the host's cores: a step's
 // emulated length is the CPU time it actually used (this thread's, or the
 // process's spread over `threads` for a multi-threaded step) times factor,
-// and end() sleeps until that much wall time has passed since begin().
-// Stretching the measured wall time instead would count the time other
-// workers held the core as this worker's slowness, differently for every
-// strategy; separate machines lend each other no CPU.
+// and end() sleeps until that much wall time has passed since begin(); at
+// factor 1 it never sleeps. Stretching the measured wall time instead would
+// count the time other workers held the core as this worker's slowness,
+// differently for every strategy; separate machines lend each other no CPU.
 class ComputePacer {
 public:
     using Clock = std::chrono::steady_clock;
