@@ -4,7 +4,7 @@
 1. One worker, LeNet-5, batch 32, Fashion-MNIST: `dlion run --workers 1` vs
    a PyTorch loop of the same model and optimizer, at 1 and 2 intra-op
    threads (`--threads`), and vs a plain LibTorch loop (bench_bare_libtorch,
-   built here on first use).
+   built here on first use) at 1 and 2 threads.
 2. Two local workers, strategy allreduce: vs PyTorch DDP (gloo), same
    settings: samples/s, and the training time to 80% test accuracy (2000
    test images scored every 0.5 s of training, off both clocks: DDP every
@@ -51,10 +51,10 @@ def pytorch(workers, threads, steps, target=0, seed=1, eval_steps=32):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def bare_libtorch(steps):
+def bare_libtorch(steps, threads):
     build = os.path.join(ROOT, "build")
     subprocess.run(["cmake", "--build", build, "--target", "bench_bare_libtorch"], capture_output=True, check=True)
-    out = subprocess.run([os.path.join(build, "bin", "bench_bare_libtorch"), str(steps)], capture_output=True,
+    out = subprocess.run([os.path.join(build, "bin", "bench_bare_libtorch"), str(steps), str(threads)], capture_output=True,
                          text=True, timeout=900, check=True, env=dict(os.environ, OPENBLAS_NUM_THREADS="1"))
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -96,13 +96,13 @@ def main():
     dl = {c: [] for c in configs}
     pt = {c: [] for c in configs}
     tta = {"dlion": [], "pytorch": []}
-    bare = []
+    bare = {c: [] for c in configs if c[0] == 1}
     for _ in range(a.repeat):
         for workers, threads in configs:
             dl[(workers, threads)].append(engine(workers, threads, a.steps))
             pt[(workers, threads)].append(pytorch(workers, threads, a.steps))
-            if (workers, threads) == (1, 1):
-                bare.append(bare_libtorch(a.steps))
+            if workers == 1:
+                bare[(workers, threads)].append(bare_libtorch(a.steps, threads))
     # DDP's steps in EVAL_S of its training, as often as the engine scores.
     ddp_eval_steps = max(1, round(EVAL_S * best_of(pt[(2, 1)], "samples_per_s") / (2 * BATCH)))
     for seed in range(1, a.seeds + 1):
@@ -111,7 +111,7 @@ def main():
     # The best samples/s of each system and configuration.
     rate = {("dlion", c): best_of(runs, "samples_per_s") for c, runs in dl.items()}
     rate.update({("pytorch", c): best_of(runs, "samples_per_s") for c, runs in pt.items()})
-    rate[("bare", (1, 1))] = best_of(bare, "samples_per_s")
+    rate.update({("bare", c): best_of(runs, "samples_per_s") for c, runs in bare.items()})
 
     def ratio(a, b):
         return round(rate[a] / rate[b], 3)
@@ -124,8 +124,9 @@ def main():
                         "peak_rss_mb_per_agent": dl[(workers, threads)][-1]["rss"]})
         results.append({"system": "pytorch" if workers == 1 else "pytorch-ddp", "workers": workers, "threads": threads,
                         "samples_per_s": round(rate[("pytorch", (workers, threads))], 1)})
-    results.append({"system": "libtorch-bare", "workers": 1, "threads": 1,
-                    "samples_per_s": round(rate[("bare", (1, 1))], 1)})
+    for (workers, threads) in bare:
+        results.append({"system": "libtorch-bare", "workers": workers, "threads": threads,
+                        "samples_per_s": round(rate[("bare", (workers, threads))], 1)})
 
     single, two_threads = (1, 1), (1, 2)
     out = {
@@ -137,7 +138,8 @@ def main():
         "ratio_single_2_threads": ratio(("dlion", two_threads), ("pytorch", two_threads)),
         "ratio_2workers_vs_ddp": ratio(("dlion", (2, 1)), ("pytorch", (2, 1))),
         "thread_scaling": {"dlion": ratio(("dlion", two_threads), ("dlion", single)),
-                           "pytorch": ratio(("pytorch", two_threads), ("pytorch", single))},
+                           "pytorch": ratio(("pytorch", two_threads), ("pytorch", single)),
+                           "libtorch-bare": ratio(("bare", two_threads), ("bare", single))},
         "targets": TARGETS,
     }
     if a.seeds:

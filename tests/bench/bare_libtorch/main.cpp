@@ -1,8 +1,8 @@
 // The yardstick for the engine's per-sample speed: a plain LibTorch
 // training loop, LeNet-5 in torch::nn modules, torch::optim::SGD, batch 32,
-// one intra-op thread, nothing else. Random inputs of Fashion-MNIST's shape:
-// speed does not depend on the pixel values. Prints samples/s as JSON.
-// Usage: bench_bare_libtorch [STEPS]
+// THREADS intra-op threads (default 1), nothing else. Random inputs of
+// Fashion-MNIST's shape: speed does not depend on the pixel values. Prints samples/s as JSON.
+// Usage: bench_bare_libtorch [STEPS [THREADS]]
 #include <torch/torch.h>
 
 #include <chrono>
@@ -40,7 +40,7 @@ int main(int argc, char **argv)
 {
     const int steps = argc > 1 ? std::atoi(argv[1]) : 1500;
     constexpr int kBatch = 32, kSamples = 60000, kWarm = 20;
-    torch::set_num_threads(1);
+    torch::set_num_threads(argc > 2 ? std::atoi(argv[2]) : 1);
     torch::manual_seed(1);
     const auto x = torch::randn({kSamples, 1, 28, 28});
     const auto y = torch::randint(10, {kSamples}, torch::kLong);
