@@ -114,7 +114,9 @@ double pythonAccuracy(const QString &model, int samples)
 
 void TestStrategies::dlionAdaptsToSlowWorkersAndMergesOnRequest()
 {
-    protocol::JobSpec job = fashionJob("dlion", 0.80);
+    // A target of 85% keeps the run going (about 25 s of training) through
+    // the merge requests and the slowdown below.
+    protocol::JobSpec job = fashionJob("dlion", 0.85);
     job.slowdown = {1, 1, 2, 4};
     job.emulation = QJsonObject{{"links", "wan-hetero"}};
     // Merges only on request; a fixed round budget (50 ms) sizes the links'
@@ -128,12 +130,16 @@ void TestStrategies::dlionAdaptsToSlowWorkersAndMergesOnRequest()
     QSignalSpy merges(&s, &core::RunSession::mergeObserved);
     // Only a replica strictly behind the best on the held-out batch merges:
     // when all four score alike (500 samples), the request merges nobody, as
-    // it should, so ask again, at most five times.
-    for (int attempt = 0; attempt < 5 && merges.isEmpty() && s.state() == core::RunSession::State::Running; ++attempt) {
+    // it should, so ask again. A request is served within a few rounds, so
+    // ask every 2 s rather than let the run reach its target meanwhile.
+    int attempts = 0;
+    for (; attempts < 20 && merges.isEmpty() && s.state() == core::RunSession::State::Running; ++attempts) {
         s.mergeNow();
-        merges.wait(10000);
+        merges.wait(2000);
     }
-    QVERIFY2(!merges.isEmpty(), "five requests to merge now produced no merge event");
+    QVERIFY2(!merges.isEmpty(), qPrintable(QString("%1 requests to merge now produced no merge event (the run %2)")
+                                               .arg(attempts)
+                                               .arg(s.state() == core::RunSession::State::Running ? "still running" : "ended")));
     const auto merge = merges.first().first().value<protocol::MergeEvent>();
     QVERIFY(merge.manual);
     QVERIFY(merge.from != merge.to);
@@ -153,7 +159,7 @@ void TestStrategies::dlionAdaptsToSlowWorkersAndMergesOnRequest()
     const core::RunData &d = s.data();
     // The run stopped at the target; workers finish the rounds they are in
     // before they see the stop, so the final evaluation may sit a little off it.
-    QVERIFY2(d.timeToAccuracy(0.80).has_value(), qPrintable(QString::number(d.lastGlobalEval()->globalAccuracy)));
+    QVERIFY2(d.timeToAccuracy(0.85).has_value(), qPrintable(QString::number(d.lastGlobalEval()->globalAccuracy)));
     // Weighted dynamic batching: the 4x slower worker computes a smaller
     // share, in proportion to the rate its rounds measured. On a 2-core
     // host the four workers' synchronous computes contend for the cores,

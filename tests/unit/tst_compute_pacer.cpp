@@ -126,13 +126,11 @@ void TestComputePacer::stepLastsAtLeastItsEmulatedLength()
 
 void TestComputePacer::unslowedMultiThreadedStepIsNotDelayed()
 {
-    // A 2-thread step reads the process's CPU clock, in which the kernel
-    // counts another running thread's time only at its ticks: a step's
-    // reading runs up to a tick ahead of the truth or behind it. At
-    // slowdown 1 every reading ahead became a sleep (a 2-thread worker
-    // trained 0.75x as fast as with one thread), so nothing is paced there.
-    // The load is the process's second thread, spinning as an idle OpenMP
-    // worker does.
+    // A 2-thread step reads the process's CPU clock, which read about a
+    // millisecond more per 2 ms step than two cores can spend: at slowdown
+    // 1 that became a sleep (a 2-thread worker trained 0.76-0.97x as fast
+    // as with one thread), so nothing is paced there. The load's threads
+    // spin in this process, as idle OpenMP workers do.
     Steps steps;
     {
         Load load;
