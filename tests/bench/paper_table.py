@@ -186,8 +186,8 @@ def main():
     seeds = [7 + 10 * i for i in range(a.seeds or (1 if a.quick else 3))]
     partitions = [] if a.straggler else a.partitions.split(",") if a.partitions else ["iid"] if a.quick \
         else ["iid", "dirichlet:0.3"]
-    folder = tempfile.TemporaryDirectory(prefix="paper-table-")
-    cluster = dilated_footing(a.dilate, folder.name) if a.dilate > 1 else CLUSTER
+    folder = tempfile.TemporaryDirectory(prefix="paper-table-") if a.dilate > 1 else None  # the links file
+    cluster = dilated_footing(a.dilate, folder.name) if folder else CLUSTER
     # Scoring every replica is most of a short run's wall time.
     if a.quick:
         cluster = [*cluster, "--eval-samples", "1000"]

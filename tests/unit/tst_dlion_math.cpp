@@ -86,6 +86,21 @@ dlion::protocol::JobSpec mlpOnSynthetic()
     return spec;
 }
 
+// Rank `rank` of a pair of real Workers meeting at `port` on loopback,
+// training mlpOnSynthetic() under `strategy` for `rounds` rounds, each
+// replica scored on 200 test samples.
+dlion::protocol::JobSpec pairWorker(const char *strategy, int rank, int port, qint64 rounds)
+{
+    dlion::protocol::JobSpec spec = mlpOnSynthetic();
+    spec.strategy = strategy;
+    spec.evalSamples = 200;
+    spec.budget.maxRounds = rounds;
+    spec.world = 2;
+    spec.rank = rank;
+    spec.rendezvousPort = port;
+    return spec;
+}
+
 // Runs `body` as ranks 0 and 1 of a Gloo group on loopback (two threads),
 // each with its own emulator; returns the first error either rank threw.
 std::string onTwoRanks(const QJsonObject &emulation, const std::function<void(int, Comm &, LinkEmulator &)> &body)
@@ -1093,11 +1108,8 @@ void TestDlionMath::noStrategyReadsALinkCap()
         const std::int64_t before = LinkEmulator::capReadsOutsidePacer();
         qint64 rounds[2] = {0, 0};
         const std::string error = onTwoThreads([&](int rank) {
-            dlion::protocol::JobSpec spec = mlpOnSynthetic();
-            spec.strategy = strategy;
-            spec.evalSamples = 200;
+            dlion::protocol::JobSpec spec = pairWorker(strategy, rank, port, 30);
             spec.evalIntervalS = 0.2;
-            spec.budget.maxRounds = 30;
             spec.strategyOptions = QJsonObject{{"timeout_s", 20}};
             if (QLatin1String(strategy) == QLatin1String("dlion"))
                 spec.strategyOptions.insert("dkt_period", 10);
@@ -1105,9 +1117,6 @@ void TestDlionMath::noStrategyReadsALinkCap()
                 spec.strategyOptions.insert("backup", 1);
             spec.emulation = QJsonObject{{"links", "lan-hetero"},
                                          {"schedule", QJsonArray{QJsonObject{{"at_s", 0.5}, {"link", QJsonArray{0, 1}}, {"mbps", 50}}}}};
-            spec.world = 2;
-            spec.rank = rank;
-            spec.rendezvousPort = port;
             Worker worker(spec, "127.0.0.1", kTestSecret, {});
             rounds[rank] = worker.run().rounds;
         });
@@ -1131,14 +1140,8 @@ void TestDlionMath::formingTheGroupIsOffTheTrainingClock()
         std::atomic<bool> waiting{false};
         std::atomic<double> firstRoundT{-1};
         const std::string error = onTwoThreads([&](int rank) {
-            dlion::protocol::JobSpec spec = mlpOnSynthetic();
-            spec.strategy = strategy;
-            spec.evalSamples = 200;
+            dlion::protocol::JobSpec spec = pairWorker(strategy, rank, port, 3);
             spec.evalIntervalS = 1e6;
-            spec.budget.maxRounds = 3;
-            spec.world = 2;
-            spec.rank = rank;
-            spec.rendezvousPort = port;
             WorkerHooks hooks;
             if (rank == 0) {
                 hooks.state = [&waiting](dlion::protocol::WorkerState s) {
