@@ -8,6 +8,7 @@
 #include <torch/nn/functional/loss.h>
 #include <torch/utils.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -222,8 +223,20 @@ torch::Tensor Trainer::nextBatchIndices(std::int64_t samples)
 
 double Trainer::computeGradient(std::int64_t samples)
 {
+    return gradientOn(nextBatchIndices(std::max<std::int64_t>(samples, 1)));
+}
+
+void Trainer::trialStep(std::int64_t samples)
+{
+    const auto buffers = m_buffers.clone();
+    gradientOn(torch::arange(std::clamp<std::int64_t>(samples, 1, m_trainX.size(0)), torch::kLong));
+    m_buffers.copy_(buffers);
+    m_grad.zero_();
+}
+
+double Trainer::gradientOn(const torch::Tensor &idx)
+{
     m_model->train();
-    const auto idx = nextBatchIndices(std::max<std::int64_t>(samples, 1));
     const auto x = normalised(m_trainX.index_select(0, idx));
     const auto y = m_trainY.index_select(0, idx);
     m_grad.zero_();

@@ -43,6 +43,10 @@ public:
     // Forward and backward on the next `samples` local samples; leaves their
     // mean gradient in flatGrad(). Returns the mean loss.
     double computeGradient(std::int64_t samples);
+    // The same forward and backward on the first `samples` local samples,
+    // for timing a step: the data order, the batch-norm statistics and the
+    // parameters stay as they were, and flatGrad() is left zero.
+    void trialStep(std::int64_t samples);
     // SGD step (momentum, weight decay, lr schedule) with flatGrad().
     void step();
     // This replica on the test subset (the first eval_samples, the same on
@@ -86,6 +90,8 @@ public:
 
 private:
     torch::Tensor nextBatchIndices(std::int64_t samples);
+    // Forward and backward on the samples `idx`; returns the mean loss.
+    double gradientOn(const torch::Tensor &idx);
     // `x`: samples as stored (uint8 images or float features); y: labels.
     EvalResult evaluateOn(const torch::Tensor &x, const torch::Tensor &y);
     // Stored samples -> the model's float input.

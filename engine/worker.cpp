@@ -449,7 +449,14 @@ void Worker::runRound(Strategy &strategy, Trainer &trainer, LinkEmulator &emulat
 
     const std::int64_t batch = strategy.localBatch(ctx);
     const double factor = m_slowdown;
-    pacer.begin();
+    if (factor > 1 && !pacer.calibrated()) {
+        // What a step costs warm, measured once, off the clock: a slowed
+        // step counts for no more (compute_pacer.h).
+        const auto started = Clock::now();
+        pacer.calibrate(m_spec.batchSize, [&trainer](std::int64_t samples) { trainer.trialStep(samples); });
+        progress.pausedS += secondsSince(started);
+    }
+    pacer.begin(batch);
     ctx.paceCompute = [&pacer, factor] { pacer.catchUp(factor); };
     strategy.beginCompute(ctx);
     rec.loss = trainer.computeGradient(batch);

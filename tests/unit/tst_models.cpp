@@ -29,6 +29,7 @@ private Q_SLOTS:
     void outputShapes();
     void trainerLearnsAndKeepsFlatViews();
     void batchNormBuffersAreFlatViews();
+    void trialStepLeavesTheReplicaAsItWas();
     void scriptModelTrainsThroughFlatViews();
     void builtinModelsAsTorchScript_data();
     void builtinModelsAsTorchScript();
@@ -134,6 +135,23 @@ void TestModels::batchNormBuffersAreFlatViews()
         if (b.is_floating_point())
             QCOMPARE(b.mean().item<double>(), 0.5);
     }
+}
+
+void TestModels::trialStepLeavesTheReplicaAsItWas()
+{
+    // The pacer times trial steps of a slowed worker mid-run: two replicas
+    // of one seed, one of them timed, must go on training alike.
+    engine::Trainer timed(syntheticJob("cnn")), plain(syntheticJob("cnn"));
+    timed.computeGradient(8);
+    timed.step();
+    plain.computeGradient(8);
+    plain.step();
+    const auto buffers = timed.flatBuffers().clone();
+    timed.trialStep(16);
+    QVERIFY(timed.flatBuffers().equal(buffers));  // running statistics restored
+    QCOMPARE(timed.flatGrad().abs().sum().item<double>(), 0.0);
+    QCOMPARE(timed.computeGradient(8), plain.computeGradient(8));  // the same next batch, the same model
+    QVERIFY(timed.flatGrad().equal(plain.flatGrad()));
 }
 
 void TestModels::scriptModelTrainsThroughFlatViews()
