@@ -7,8 +7,8 @@
    built here on first use) at 1 and 2 threads.
 2. Two local workers, strategy allreduce: vs PyTorch DDP (gloo), same
    settings: samples/s, and the training time to 80% test accuracy (2000
-   test images scored every 0.5 s of training, off both clocks: DDP every
-   as many steps as its samples/s measured in this run gives 0.5 s, since
+   test images scored every 0.25 s of training, off both clocks: DDP every
+   as many steps as its samples/s measured in this run gives 0.25 s, since
    its ranks must agree on the step; the first crossing is seen up to one
    interval late).
 Also the engine's per-round fixed cost: the median time of a round spent
@@ -31,7 +31,7 @@ from bench_common import ROOT, peak_rss_mb, run_dlion, training_rate
 
 PEER = __file__.replace("engine_vs_pytorch.py", "pytorch_peer.py")
 TARGET = 0.80
-EVAL_S = 0.5  # training seconds between scorings in the time-to-80% runs
+EVAL_S = 0.25  # training seconds between scorings in the time-to-80% runs
 BATCH = 32
 TARGETS = {"ratio_single": 1.2, "ratio_2workers_vs_ddp": 1.0, "time_to_80_vs_ddp": 1.0}
 
