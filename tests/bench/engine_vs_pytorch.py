@@ -90,7 +90,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=1500)
     p.add_argument("--repeat", type=int, default=2, help="alternating repetitions; the best rate of each is kept")
-    p.add_argument("--seeds", type=int, default=5, help="seeds of the time-to-80%% runs (0: none)")
+    p.add_argument("--seeds", type=int, default=9, help="seeds of the time-to-80%% runs (0: none)")
     a = p.parse_args()
     configs = [(1, 1), (2, 1), (1, 2)]  # (workers, threads per worker)
     dl = {c: [] for c in configs}

@@ -1,8 +1,8 @@
 // The yardstick for the engine's per-sample speed: a plain LibTorch
-// training loop, LeNet-5 in torch::nn modules, torch::optim::SGD, batch 32,
-// THREADS intra-op threads (default 1), nothing else. Random inputs of
+// training loop, LeNet-5 in torch::nn modules, torch::optim::SGD, batch
+// BATCH (default 32), THREADS intra-op threads (default 1), nothing else. Random inputs of
 // Fashion-MNIST's shape: speed does not depend on the pixel values. Prints samples/s as JSON.
-// Usage: bench_bare_libtorch [STEPS [THREADS]]
+// Usage: bench_bare_libtorch [STEPS [THREADS [BATCH]]]
 #include <torch/torch.h>
 
 #include <chrono>
@@ -39,7 +39,8 @@ struct LeNet5 : torch::nn::Module {
 int main(int argc, char **argv)
 {
     const int steps = argc > 1 ? std::atoi(argv[1]) : 1500;
-    constexpr int kBatch = 32, kSamples = 60000, kWarm = 20;
+    const int batch = argc > 3 ? std::atoi(argv[3]) : 32;
+    constexpr int kSamples = 60000, kWarm = 20;
     torch::set_num_threads(argc > 2 ? std::atoi(argv[2]) : 1);
     torch::manual_seed(1);
     const auto x = torch::randn({kSamples, 1, 28, 28});
@@ -51,12 +52,12 @@ int main(int argc, char **argv)
     for (int s = 0; s < steps + kWarm; ++s) {
         if (s == kWarm)
             start = std::chrono::steady_clock::now();
-        const auto idx = order.narrow(0, (std::int64_t(s) * kBatch) % (kSamples - kBatch), kBatch);
+        const auto idx = order.narrow(0, (std::int64_t(s) * batch) % (kSamples - batch), batch);
         opt.zero_grad();
         F::cross_entropy(model.forward(x.index_select(0, idx)), y.index_select(0, idx)).backward();
         opt.step();
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::printf("{\"system\": \"libtorch-bare\", \"samples_per_s\": %.1f}\n", steps * kBatch / seconds);
+    std::printf("{\"system\": \"libtorch-bare\", \"samples_per_s\": %.1f}\n", steps * batch / seconds);
     return 0;
 }
