@@ -33,6 +33,12 @@ void burn(double seconds)
     }
 }
 
+double median(std::vector<double> v)
+{
+    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+    return v[v.size() / 2];
+}
+
 struct Steps {
     double pacedS = 0;    // median paced step
     double computeS = 0;  // median wall time of the work alone
@@ -49,10 +55,6 @@ Steps measure(double factor, int steps = 25, double work = 0.004, int threads = 
         compute.push_back(std::chrono::duration<double>(ComputePacer::Clock::now() - t0).count());
         paced.push_back(pacer.end(factor));
     }
-    auto median = [](std::vector<double> v) {
-        std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-        return v[v.size() / 2];
-    };
     return {median(paced), median(compute)};
 }
 
@@ -162,8 +164,7 @@ void TestComputePacer::aColdStepCountsWhatItCostsWarm()
             step(kBatch);
             paced.push_back(pacer.end(kFactor));
         }
-        std::nth_element(paced.begin(), paced.begin() + 7, paced.end());
-        return paced[7];
+        return median(paced);
     };
     ComputePacer raw, calibrated;
     calibrated.calibrate(kBatch, step);

@@ -1,7 +1,8 @@
 // The yardstick for the engine's per-sample speed: a plain LibTorch
 // training loop, LeNet-5 in torch::nn modules, torch::optim::SGD, batch
-// BATCH (default 32), THREADS intra-op threads (default 1), nothing else. Random inputs of
-// Fashion-MNIST's shape: speed does not depend on the pixel values. Prints samples/s as JSON.
+// BATCH (default 32), THREADS intra-op threads (default 1), nothing else.
+// Random inputs of Fashion-MNIST's shape: speed does not depend on the
+// pixel values. Prints samples/s as JSON.
 // Usage: bench_bare_libtorch [STEPS [THREADS [BATCH]]]
 #include <torch/torch.h>
 
