@@ -135,7 +135,7 @@ private:
     std::vector<std::int64_t> m_shares;
     std::vector<double> m_credit;  // per peer: entries earned, not yet sent
     std::int64_t m_staleness;
-    std::size_t m_denseRounds = 0;  // the last rounds in a row whose payloads all went dense
+    std::deque<bool> m_dense;  // recent rounds: whether their payloads all went dense
     bool m_pipeline;         // knob pipeline, and staleness 0
     bool m_pipelined = false;  // agreed: this round runs one round stale
     std::deque<double> m_fixedS;  // recent rounds' time beyond their transfer

@@ -38,6 +38,7 @@
 #include <future>
 #include <limits>
 #include <map>
+#include <set>
 #include <mutex>
 #include <numeric>
 #include <thread>
@@ -163,6 +164,7 @@ private Q_SLOTS:
     void dlionSizesPayloadsToTheRoundsLatency();
     void batchGrowsWhileRoundsWaitOnTheLinks();
     void roundsPipelineWhereTheLinksAreFast();
+    void pipeliningOutlastsAStallButNotSlowLinks();
     void mailboxPacesLinksAndMeasuresThem();
     void eagerBodiesFollowTheirHeaders();
     void replacedPayloadWaitsForTheLinkToDeliver();
@@ -580,7 +582,9 @@ using PairRounds = std::array<std::vector<PairRound>, 2>;
 
 // `count` rounds of two DLion workers (no DKT) over 20 Mbit/s links of
 // `latencyMs` one way, each claiming `rate` samples/s; per rank, its rounds.
-PairRounds runDlionPair(double latencyMs, double rate, std::string &error, std::int64_t count)
+// In `slowRounds` both ranks read their links 10x slower than they are.
+PairRounds runDlionPair(double latencyMs, double rate, std::string &error, std::int64_t count,
+                        const std::set<std::int64_t> &slowRounds = {})
 {
     PairRounds rounds;
     const QJsonObject emulation{{"links", QJsonArray{QJsonArray{0, 20}, QJsonArray{20, 0}}}, {"latency_ms", latencyMs}};
@@ -596,8 +600,8 @@ PairRounds runDlionPair(double latencyMs, double rate, std::string &error, std::
         RoundContext ctx;
         ctx.keepWaiting = [&] { return std::chrono::steady_clock::now() < deadline; };
         ctx.rates = {rate, rate};
-        ctx.bandwidth.assign(4, 20e6 / 8);
         for (std::int64_t round = 0; round < count; ++round) {
+            ctx.bandwidth.assign(4, (slowRounds.count(round) > 0 ? 2e6 : 20e6) / 8);
             dlion::protocol::RoundRecord record;
             ctx.round = round;
             ctx.record = &record;
@@ -716,6 +720,28 @@ void TestDlionMath::roundsPipelineWhereTheLinksAreFast()
     QVERIFY2(first - staleness[0].begin() >= 15, "pipelined before its rounds were timed");
     QVERIFY2(first != staleness[0].end() && std::all_of(first, staleness[0].end(), [](std::int64_t s) { return s == 1; }),
              "the pair did not run one round stale to the end");
+}
+
+void TestDlionMath::pipeliningOutlastsAStallButNotSlowLinks()
+{
+    // The pipelined pair of roundsPipelineWhereTheLinksAreFast, whose links
+    // read 10x slower in rounds 30, 31 and 40 (a busy host's stalls: those
+    // payloads go sparse) and from round 46 on (links that slowed down).
+    // It stays one round stale through the stalls, and leaves once most of
+    // a window's payloads went sparse: by round 55, both ranks alike.
+    std::set<std::int64_t> slow{30, 31, 40};
+    for (std::int64_t k = 46; k < 60; ++k)
+        slow.insert(k);
+    std::string error;
+    const PairRounds rounds = runDlionPair(0, 30, error, 60, slow);
+    QVERIFY2(error.empty(), error.c_str());
+    for (std::size_t k = 0; k < rounds[0].size(); ++k)
+        QCOMPARE(rounds[0][k].staleness, rounds[1][k].staleness);
+    QVERIFY2(rounds[0][31].entries < double(rounds[0][29].entries) / 2, "a slow reading did not make the payload sparse");
+    for (std::size_t k = 20; k <= 46; ++k)
+        QVERIFY2(rounds[0][k].staleness == 1, qPrintable(QString("round %1 was not pipelined").arg(k)));
+    for (std::size_t k = 55; k < 60; ++k)
+        QVERIFY2(rounds[0][k].staleness == 0, qPrintable(QString("round %1 stayed pipelined over slow links").arg(k)));
 }
 
 void TestDlionMath::mailboxPacesLinksAndMeasuresThem()
