@@ -57,11 +57,11 @@ class Mailbox;
 //               during the next round's compute; agreed as growth is, and
 //               only at growth 1 and knob staleness 0. It stays pipelined
 //               while the wait its compute does not hide is under half of
-//               that compute. On the straggler pair (no caps) throughput
-//               rises from 1.74-1.76x all-reduce's to 2.08-2.24x, 80%
-//               comes 1.65-1.74x sooner than all-reduce (1.42-1.50x
-//               unpipelined), 85% no sooner; on wan-hetero its payloads
-//               are sparse and its rounds wait too long (docs/benchmarks.md).
+//               that compute and most of its recent payloads went dense.
+//               On the straggler pair (no caps, 3 seeds) throughput is
+//               1.74x all-reduce's (1.41x unpipelined) and 80% comes 1.8x
+//               sooner (1.44x); on wan-hetero its payloads are sparse and
+//               its rounds wait too long (docs/benchmarks.md).
 //
 // Rounds are kept by messages rather than collectives: each worker sends
 // every peer its round's payload (an empty one still carries its header,
@@ -75,9 +75,8 @@ class Mailbox;
 // others' rates. Synchronous by default, as in the paper: weighted dynamic
 // batching makes every worker's round equally long, so the wait is mostly
 // the links', and it keeps the replicas close and DKT's rounds agreed.
-// s = 1 runs a payload's path during the next round's compute: the
-// straggler pair's throughput rises from 1.81x all-reduce's to 2.08x, and
-// on wan-hetero DLion trains twice as fast, but at momentum 0.9 ends 2.4
+// s = 1 runs a payload's path during the next round's compute: on
+// wan-hetero DLion trains twice as fast, but at momentum 0.9 ends 2.4
 // to 2.6 points lower; at 0.6 it ends 0.7 to 0.9 points higher than the
 // default and reaches 80% no sooner (docs/benchmarks.md). Hence knob
 // `pipeline`: one round stale only where the links are fast enough for
