@@ -38,9 +38,9 @@
 #include <future>
 #include <limits>
 #include <map>
-#include <set>
 #include <mutex>
 #include <numeric>
+#include <set>
 #include <thread>
 #include <tuple>
 #include <utility>
@@ -735,6 +735,8 @@ void TestDlionMath::pipeliningOutlastsAStallButNotSlowLinks()
     std::string error;
     const PairRounds rounds = runDlionPair(0, 30, error, 60, slow);
     QVERIFY2(error.empty(), error.c_str());
+    QCOMPARE(rounds[0].size(), std::size_t(60));
+    QCOMPARE(rounds[1].size(), std::size_t(60));
     for (std::size_t k = 0; k < rounds[0].size(); ++k)
         QCOMPARE(rounds[0][k].staleness, rounds[1][k].staleness);
     QVERIFY2(rounds[0][31].entries < double(rounds[0][29].entries) / 2, "a slow reading did not make the payload sparse");
