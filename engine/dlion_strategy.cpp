@@ -39,8 +39,9 @@ constexpr std::int64_t kGrowthSlots = 64;
 // run (docs/benchmarks.md). A pipelined group stays while most of the
 // window's rounds went dense: on a busy host a stall now and then reads a
 // fast link as slow and sends one round sparse (4-9% of the straggler
-// pair's rounds), which ended the pipelining for a window or more; staying
-// raised the pair's throughput by 5-28% in three runs against three.
+// pair's fast worker's rounds), which ended the pipelining for a window
+// or more; staying raised the pair's throughput by 5-28% in three runs
+// against three.
 constexpr double kPipelineBelow = 1.0;
 constexpr double kStayPipelinedBelow = 0.5;
 
