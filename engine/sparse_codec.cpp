@@ -4,6 +4,7 @@
 
 #include "engine_error.h"
 
+#include <cmath>
 #include <cstring>
 
 namespace dlion::engine {
@@ -76,9 +77,13 @@ SparseGradient decode(const torch::Tensor &wire)
     SparseGradient g;
     g.length = length;
     g.offset = offset;
-    g.values = wire.narrow(0, kHeaderInts + idxCount, count).view(torch::kFloat).clone();
-    // One NaN would spread through every replica that applies it.
-    if (!g.values.isfinite().all().item<bool>())
+    // A view: a receiver never reuses a payload it handed over, and no
+    // caller writes into what it decoded.
+    g.values = wire.narrow(0, kHeaderInts + idxCount, count).view(torch::kFloat);
+    // One NaN would spread through every replica that applies it. A finite
+    // sum holds no NaN or Inf: one pass and no mask, where most payloads
+    // are whole gradients; a sum that overflowed is checked entry by entry.
+    if (!std::isfinite(g.values.sum().item<float>()) && !g.values.isfinite().all().item<bool>())
         throw EngineError("received a gradient payload with non-finite values (NaN or Inf); it is not applied");
     if (!dense) {
         g.indices = wire.narrow(0, kHeaderInts, count).to(torch::kLong);

@@ -312,6 +312,11 @@ void TestDlionMath::sparseCodecRejectsCorruption()
         poisoned.values[3] = bad;
         expectError(sparse_codec::encode(poisoned), "non-finite");
     }
+    // Finite entries whose sum overflows a float are no corruption.
+    SparseGradient large;
+    large.length = 3;
+    large.values = torch::full({3}, 3e38f);
+    QVERIFY(torch::equal(sparse_codec::decode(sparse_codec::encode(large)).values, large.values));
     auto magic = wire.clone();
     magic[0] = 7;
     expectError(magic, "malformed");
