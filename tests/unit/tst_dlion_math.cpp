@@ -744,7 +744,7 @@ void TestDlionMath::pipeliningOutlastsAStallButNotSlowLinks()
     QCOMPARE(rounds[1].size(), std::size_t(60));
     for (std::size_t k = 0; k < rounds[0].size(); ++k)
         QCOMPARE(rounds[0][k].staleness, rounds[1][k].staleness);
-    QVERIFY2(rounds[0][31].entries < double(rounds[0][29].entries) / 2, "a slow reading did not make the payload sparse");
+    QVERIFY2(rounds[0][31].entries < rounds[0][29].entries / 2, "a slow reading did not make the payload sparse");
     for (std::size_t k = 20; k <= 46; ++k)
         QVERIFY2(rounds[0][k].staleness == 1, qPrintable(QString("round %1 was not pipelined").arg(k)));
     for (std::size_t k = 55; k < 60; ++k)
