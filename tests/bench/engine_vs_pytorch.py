@@ -13,6 +13,10 @@
    interval late).
 Also the engine's per-round fixed cost: the median time of a round spent
 neither computing nor exchanging (control, step, telemetry).
+The PyTorch loop and the plain LibTorch loop run with the agent's
+allocator thresholds and report their page faults a step: with glibc's
+moving default either swung between about 3,000 and 13,000 samples/s from
+one run to the next on the same host.
 Prints one JSON object; ratios compare figures of this one run. Not a timed
 test: it reports, it does not assert.
 Where a noisy accuracy curve crosses 80% varies by a third between seeds,
@@ -123,10 +127,12 @@ def main():
                         "fixed_cost_ms": [r["fixed_cost_ms"] for r in dl[(workers, threads)]],
                         "peak_rss_mb_per_agent": dl[(workers, threads)][-1]["rss"]})
         results.append({"system": "pytorch" if workers == 1 else "pytorch-ddp", "workers": workers, "threads": threads,
-                        "samples_per_s": round(rate[("pytorch", (workers, threads))], 1)})
+                        "samples_per_s": round(rate[("pytorch", (workers, threads))], 1),
+                        "faults_per_step": [r["faults_per_step"] for r in pt[(workers, threads)]]})
     for (workers, threads) in bare:
         results.append({"system": "libtorch-bare", "workers": workers, "threads": threads,
-                        "samples_per_s": round(rate[("bare", (workers, threads))], 1)})
+                        "samples_per_s": round(rate[("bare", (workers, threads))], 1),
+                        "faults_per_step": [r["faults_per_step"] for r in bare[(workers, threads)]]})
 
     single, two_threads = (1, 1), (1, 2)
     out = {
