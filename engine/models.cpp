@@ -1,17 +1,15 @@
 #include "models.h"
 
 #include "engine_error.h"
+#include "max_pool.h"
 
 #include <torch/nn/modules/batchnorm.h>
 #include <torch/nn/modules/container/functional.h>
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/linear.h>
-#include <torch/nn/functional.h>
 
 namespace dlion::engine {
-
-namespace F = torch::nn::functional;
 
 namespace {
 
@@ -73,8 +71,8 @@ public:
 private:
     torch::Tensor features(torch::Tensor x)
     {
-        x = F::max_pool2d(torch::relu(m_conv1(x)), F::MaxPool2dFuncOptions(2));
-        return F::max_pool2d(torch::relu(m_conv2(x)), F::MaxPool2dFuncOptions(2));
+        x = maxPool2x2(torch::relu(m_conv1(x)));
+        return maxPool2x2(torch::relu(m_conv2(x)));
     }
 
     torch::nn::Conv2d m_conv1, m_conv2;
@@ -101,8 +99,7 @@ public:
                 m_script += "    x = torch.relu(" + bodyLayer(conv + 1) + ".forward(" + bodyLayer(conv) + ".forward(x)))\n";
                 in = out;
             }
-            m_body->push_back(torch::nn::Functional(
-                [](const torch::Tensor &t) { return F::max_pool2d(t, F::MaxPool2dFuncOptions(2)); }));
+            m_body->push_back(torch::nn::Functional([](const torch::Tensor &t) { return maxPool2x2(t); }));
             m_script += "    x = torch.max_pool2d(x, [2, 2])\n";
         }
         register_module("body", m_body);

@@ -1,6 +1,7 @@
 // Model shapes, the trainer's flat parameter/gradient/buffer storage, and
 // TorchScript models from Python (torch).
 #include <engine_error.h>
+#include <max_pool.h>
 #include <models.h>
 #include <python_torch.h>
 #include <trainer.h>
@@ -27,6 +28,8 @@ class TestModels : public QObject {
 private Q_SLOTS:
     void outputShapes_data();
     void outputShapes();
+    void maxPoolMatchesTorch_data();
+    void maxPoolMatchesTorch();
     void trainerLearnsAndKeepsFlatViews();
     void batchNormBuffersAreFlatViews();
     void trialStepLeavesTheReplicaAsItWas();
@@ -96,6 +99,51 @@ void TestModels::outputShapes()
     auto model = engine::makeModel(name.toStdString(), channels, size, size, 10);
     const auto out = model->forward(torch::randn({5, channels, size, size}));
     QCOMPARE(out.sizes().vec(), (std::vector<std::int64_t>{5, 10}));
+}
+
+void TestModels::maxPoolMatchesTorch_data()
+{
+    QTest::addColumn<QList<int>>("shape");
+    QTest::addColumn<int>("threads");
+    QTest::newRow("LeNet-5's first layer") << QList<int>{32, 6, 28, 28} << 1;
+    QTest::newRow("odd edges") << QList<int>{3, 5, 7, 9} << 1;
+    QTest::newRow("two threads") << QList<int>{32, 16, 10, 10} << 2;
+}
+
+// The engine's 2x2 pooling against torch's, bit for bit, forward and
+// backward: ReLU's zeros tie whole windows, and NaN, infinities and
+// negative-zero gradients must come out where torch puts them.
+void TestModels::maxPoolMatchesTorch()
+{
+    QFETCH(QList<int>, shape);
+    QFETCH(int, threads);
+    const int before = torch::get_num_threads();
+    torch::set_num_threads(threads);
+    torch::manual_seed(3);
+    auto x = torch::relu(torch::randn({shape[0], shape[1], shape[2], shape[3]}));
+    auto flat = x.view({-1});
+    flat.index_put_({0}, std::nanf(""));
+    flat.index_put_({3}, std::nanf(""));
+    flat.index_put_({5}, -INFINITY);
+    flat.index_put_({10}, INFINITY);
+    flat.narrow(0, 20, 8).fill_(-1.5f);  // a row of ties below zero
+    auto theirs = x.clone().requires_grad_(true), ours = x.clone().requires_grad_(true);
+    const auto a = torch::nn::functional::max_pool2d(theirs, torch::nn::functional::MaxPool2dFuncOptions(2));
+    const auto b = engine::maxPool2x2(ours);
+    auto grad = torch::randn(a.sizes());
+    grad.view({-1}).index_put_({1}, -0.f);
+    a.backward(grad);
+    b.backward(grad);
+    torch::set_num_threads(before);
+    QCOMPARE(b.sizes().vec(), a.sizes().vec());
+    const auto sameBits = [](const torch::Tensor &p, const torch::Tensor &q) {
+        return torch::equal(p.contiguous().view(torch::kInt), q.contiguous().view(torch::kInt));
+    };
+    QVERIFY(sameBits(a, b));
+    QVERIFY(sameBits(theirs.grad(), ours.grad()));
+    // Other dtypes take torch's own path.
+    const auto d = torch::randn({2, 3, 6, 6}, torch::kDouble);
+    QVERIFY(torch::equal(engine::maxPool2x2(d), torch::nn::functional::max_pool2d(d, torch::nn::functional::MaxPool2dFuncOptions(2))));
 }
 
 void TestModels::trainerLearnsAndKeepsFlatViews()
