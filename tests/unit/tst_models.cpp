@@ -17,6 +17,7 @@
 
 #include <array>
 #include <atomic>
+#include <cmath>
 #include <mutex>
 #include <sstream>
 #include <thread>
