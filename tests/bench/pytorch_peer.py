@@ -14,7 +14,7 @@ import time
 # when numpy or torch first loads it.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-# The agent's allocator thresholds (agent/main.cpp), set before torch
+# The agent's allocator thresholds (agent/allocator_thresholds.h), set before torch
 # allocates anything. glibc's default moves its mmap threshold with the
 # blocks freed, and where it settles is a toss-up: the same 1,500 steps ran
 # at 2,800-6,100 samples/s with 0.6-1.3 million page faults, or at

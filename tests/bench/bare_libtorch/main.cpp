@@ -3,17 +3,19 @@
 // BATCH (default 32), THREADS intra-op threads (default 1), nothing else.
 // Random inputs of Fashion-MNIST's shape: speed does not depend on the
 // pixel values. Prints samples/s, and the page faults a step, as JSON.
-// The allocator thresholds are the agent's (agent/main.cpp): with glibc's
-// moving default this loop ran at 3,600-3,800 samples/s with 630 page
-// faults a step, or at 13,600 with none, from one invocation to the next.
+// The allocator thresholds are the agent's (agent/allocator_thresholds.h):
+// with glibc's moving default this loop ran at 3,600-3,800 samples/s with
+// 630 page faults a step, or at 13,600 with none, from one invocation to
+// the next.
 // Usage: bench_bare_libtorch [STEPS [THREADS [BATCH]]]
+#include <allocator_thresholds.h>
+
 #include <torch/torch.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 
-#include <malloc.h>
 #include <sys/resource.h>
 
 namespace F = torch::nn::functional;
@@ -52,8 +54,7 @@ struct LeNet5 : torch::nn::Module {
 
 int main(int argc, char **argv)
 {
-    mallopt(M_MMAP_THRESHOLD, 32 << 20);
-    mallopt(M_TRIM_THRESHOLD, 64 << 20);
+    dlion::agent::setAllocatorThresholds();
     const int steps = argc > 1 ? std::atoi(argv[1]) : 1500;
     const int batch = argc > 3 ? std::atoi(argv[3]) : 32;
     constexpr int kSamples = 60000, kWarm = 20;
