@@ -265,8 +265,19 @@ private:
     const int m_world;
     const std::int64_t m_eagerWords;
 
+    // Wakes every thread of the mailbox (stopping, a failure).
+    void wakeAll();
+
     mutable std::mutex m_mutex;
-    std::condition_variable m_changed;
+    // One condition per kind of waiter, so that a message wakes only the
+    // threads it concerns: with one for all, each message woke every
+    // thread of the mailbox, which on a busy host took the training
+    // thread's core 4 times a round on the straggler pair.
+    std::condition_variable m_changed;  // the caller: its messages, Byes, failures
+    std::condition_variable m_stopped;  // sleeping senders and couriers: m_stopping
+    std::vector<std::condition_variable> m_outboxChanged;    // per peer: its sender
+    std::vector<std::condition_variable> m_deliveryChanged;  // per peer: its courier
+    std::vector<std::condition_variable> m_inFlightChanged;  // per peer: its confirmer
     std::vector<std::deque<Outgoing>> m_outbox;
     std::deque<Message> m_inbox;
     std::vector<std::vector<std::int64_t>> m_latest;  // [kind][peer]
