@@ -65,7 +65,7 @@ Clock::duration seconds(double s) { return std::chrono::duration_cast<Clock::dur
 // thread's slice ends. A mailbox thread wakes several times a message, and
 // on a busy host it took the training thread's core, whose compute the
 // exchange is to overlap, not stall: on the straggler pair (no caps, five
-// alternating 10 s runs each) 11,223 samples/s median against 10,794,
+// alternating 10 s runs each) 11223 samples/s median against 10794,
 // higher in every pair; on wan-hetero no change beyond the noise. Where
 // the policy is missing or refused, the thread runs as before.
 void yieldOnWakeUp()
