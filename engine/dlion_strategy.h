@@ -59,8 +59,8 @@ class Mailbox;
 //               while the wait its compute does not hide is under half of
 //               that compute and most of its recent payloads went dense.
 //               On the straggler pair (no caps, 3 seeds) throughput is
-//               1.85x all-reduce's (1.30x unpipelined), and 85% comes 1.55x
-//               sooner (1.03x); on wan-hetero its payloads are sparse and
+//               1.89x all-reduce's (1.62x unpipelined), and 85% comes 1.36x
+//               sooner (1.11x); on wan-hetero its payloads are sparse and
 //               its rounds wait too long (docs/benchmarks.md).
 //
 // Rounds are kept by messages rather than collectives: each worker sends

@@ -11,8 +11,6 @@
 #include <cstring>
 #include <utility>
 
-#include <sched.h>
-
 namespace dlion::engine {
 
 namespace {
@@ -60,22 +58,6 @@ bool sealedUnder(const QByteArray &key, const std::int64_t *header, const torch:
 
 Clock::duration seconds(double s) { return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s)); }
 
-// The calling thread's wake-ups no longer preempt the thread running on
-// its core (Linux SCHED_BATCH): it runs on a free core, or once the running
-// thread's slice ends. A mailbox thread wakes several times a message, and
-// on a busy host it took the training thread's core, whose compute the
-// exchange is to overlap, not stall: on the straggler pair (no caps, five
-// alternating 10 s runs each) 11223 samples/s median against 10794,
-// higher in every pair; on wan-hetero no change beyond the noise. Where
-// the policy is missing or refused, the thread runs as before.
-void yieldOnWakeUp()
-{
-#ifdef SCHED_BATCH
-    const sched_param param{};
-    sched_setscheduler(0, SCHED_BATCH, &param);
-#endif
-}
-
 // a + b, sparse while at most half the entries are set.
 SparseGradient sumOf(const SparseGradient &a, const SparseGradient &b)
 {
@@ -97,8 +79,7 @@ SparseGradient sumOf(const SparseGradient &a, const SparseGradient &b)
 
 Mailbox::Mailbox(Comm &comm, const LinkEmulator &emulator, std::int64_t eagerWords)
     : m_comm(comm), m_emulator(emulator), m_rank(comm.rank()), m_world(comm.world()), m_eagerWords(eagerWords),
-      m_outboxChanged(std::size_t(m_world)), m_deliveryChanged(std::size_t(m_world)),
-      m_inFlightChanged(std::size_t(m_world)), m_outbox(std::size_t(m_world)), m_latest(std::size_t(kKinds), std::vector<std::int64_t>(std::size_t(m_world), -1)),
+      m_outbox(std::size_t(m_world)), m_latest(std::size_t(kKinds), std::vector<std::int64_t>(std::size_t(m_world), -1)),
       m_undelivered(std::size_t(m_world)), m_ceiling(std::size_t(m_world)), m_inFlight(std::size_t(m_world)),
       m_deliveries(std::size_t(m_world)),
       m_confirmS(std::size_t(m_world)),
@@ -111,10 +92,10 @@ Mailbox::Mailbox(Comm &comm, const LinkEmulator &emulator, std::int64_t eagerWor
             continue;
         m_sendKeys[std::size_t(j)] = auth::linkKey(comm.groupKey(), m_rank, j);
         m_receiveKeys[std::size_t(j)] = auth::linkKey(comm.groupKey(), j, m_rank);
-        m_threads.emplace_back([this, j] { yieldOnWakeUp(); senderLoop(j); });
-        m_threads.emplace_back([this, j] { yieldOnWakeUp(); courierLoop(j); });
-        m_threads.emplace_back([this, j] { yieldOnWakeUp(); confirmerLoop(j); });
-        m_threads.emplace_back([this, j] { yieldOnWakeUp(); receiverLoop(j); });
+        m_threads.emplace_back([this, j] { senderLoop(j); });
+        m_threads.emplace_back([this, j] { courierLoop(j); });
+        m_threads.emplace_back([this, j] { confirmerLoop(j); });
+        m_threads.emplace_back([this, j] { receiverLoop(j); });
     }
 }
 
@@ -137,7 +118,7 @@ void Mailbox::shutdown()
         std::lock_guard lock(m_mutex);
         m_stopping = true;
     }
-    wakeAll();
+    m_changed.notify_all();
     for (auto &t : m_threads) {
         if (t.joinable())
             t.join();
@@ -151,16 +132,6 @@ void Mailbox::fail(std::exception_ptr e)
         if (!m_error)
             m_error = e;
     }
-    wakeAll();
-}
-
-void Mailbox::wakeAll()
-{
-    for (auto *cvs : {&m_outboxChanged, &m_deliveryChanged, &m_inFlightChanged}) {
-        for (auto &cv : *cvs)
-            cv.notify_all();
-    }
-    m_stopped.notify_all();
     m_changed.notify_all();
 }
 
@@ -173,7 +144,7 @@ void Mailbox::send(int peer, Kind kind, std::int64_t round, const torch::Tensor 
             return;  // nothing goes out after Bye
         m_outbox[std::size_t(peer)].push_back({kind, round, aux, std::move(words), t, Clock::now(), {}, 0});
     }
-    m_outboxChanged[std::size_t(peer)].notify_all();
+    m_changed.notify_all();
 }
 
 std::int64_t Mailbox::eagerWordsFor(std::int64_t modelWords)
@@ -209,8 +180,7 @@ void Mailbox::postRow(const torch::Tensor &words, std::int64_t round, double t, 
             sent = {m_rowVersion, now};
         }
     }
-    for (auto &cv : m_outboxChanged)
-        cv.notify_all();
+    m_changed.notify_all();
 }
 
 std::int64_t Mailbox::attachRow(int peer, Outgoing &m)
@@ -252,7 +222,7 @@ void Mailbox::sendGradient(int peer, std::int64_t round, const SparseGradient &g
         m.pending = pending;
         queue.push_back(std::move(m));
     }
-    m_outboxChanged[std::size_t(peer)].notify_all();
+    m_changed.notify_all();
 }
 
 std::vector<SparseGradient> Mailbox::takeUndelivered(int peer)
@@ -459,8 +429,7 @@ void Mailbox::close()
         }
         m_closing = true;
     }
-    for (auto &cv : m_outboxChanged)
-        cv.notify_all();
+    m_changed.notify_all();
     std::unique_lock lock(m_mutex);
     // Bounded: a peer that never says Bye breaks its receiver's Gloo wait
     // within the group's timeout, which lands here as m_error.
@@ -490,7 +459,7 @@ void Mailbox::senderLoop(int peer)
             {
                 std::unique_lock lock(m_mutex);
                 auto &queue = m_outbox[std::size_t(peer)];
-                m_outboxChanged[std::size_t(peer)].wait(lock, [&] {
+                m_changed.wait(lock, [&] {
                     return m_stopping || m_error
                         || (!queue.empty() && (queue.front().pending == Pending::Queue || m_inFlight[std::size_t(peer)].empty()));
                 });
@@ -558,7 +527,7 @@ void Mailbox::senderLoop(int peer)
                              : torch::Tensor(),
                      headerIn, previousIn, eager, std::int64_t(bytes)});
             }
-            m_deliveryChanged[std::size_t(peer)].notify_all();
+            m_changed.notify_all();
             // The next message is taken once the link is free, so that
             // what waits for it can still be added to or replaced.
             if (m.kind == Kind::Bye || !sleepUntil(done))
@@ -577,7 +546,7 @@ void Mailbox::courierLoop(int peer)
             Delivery d;
             {
                 std::unique_lock lock(m_mutex);
-                m_deliveryChanged[std::size_t(peer)].wait(lock, [&] { return m_stopping || m_error || !queue.empty(); });
+                m_changed.wait(lock, [&] { return m_stopping || m_error || !queue.empty(); });
                 if (m_stopping || m_error)
                     return;
                 d = std::move(queue.front());
@@ -606,12 +575,9 @@ void Mailbox::courierLoop(int peer)
                 if (d.kind == Kind::Bye)
                     ++m_byesSent;
             }
-            if (d.delivered.defined())
-                m_inFlightChanged[std::size_t(peer)].notify_all();
-            if (d.kind == Kind::Bye) {
-                m_changed.notify_all();  // close() counts the Byes sent
+            m_changed.notify_all();
+            if (d.kind == Kind::Bye)
                 return;
-            }
         }
     } catch (...) {
         fail(std::current_exception());
@@ -621,7 +587,7 @@ void Mailbox::courierLoop(int peer)
 bool Mailbox::sleepUntil(Clock::time_point when)
 {
     std::unique_lock lock(m_mutex);
-    return !m_stopped.wait_until(lock, when, [&] { return m_stopping; });
+    return !m_changed.wait_until(lock, when, [&] { return m_stopping; });
 }
 
 void Mailbox::confirmerLoop(int peer)
@@ -632,17 +598,15 @@ void Mailbox::confirmerLoop(int peer)
             Comm::Request delivered;
             {
                 std::unique_lock lock(m_mutex);
-                m_inFlightChanged[std::size_t(peer)].wait(
-                    lock, [&] { return m_stopping || (!queue.empty() && queue.front().delivered.sent()); });
+                m_changed.wait(lock, [&] { return m_stopping || (!queue.empty() && queue.front().delivered.sent()); });
                 if (m_stopping)
                     return;
                 delivered = queue.front().delivered;
             }
             delivered.wait();
-            bool closing = false;
             {
                 std::unique_lock lock(m_mutex);
-                if (m_stopped.wait_until(lock, queue.front().confirmed, [&] { return m_stopping; }))
+                if (m_changed.wait_until(lock, queue.front().confirmed, [&] { return m_stopping; }))
                     return;
                 const auto now = Clock::now();
                 const InFlight f = queue.front();
@@ -657,13 +621,8 @@ void Mailbox::confirmerLoop(int peer)
                 times.push_back(tookS);
                 if (times.size() > kConfirmTimesKept)
                     times.pop_front();
-                closing = m_closing;
             }
-            // The sender may take a message that waited for the link, and
-            // close() waits for the last one.
-            m_outboxChanged[std::size_t(peer)].notify_all();
-            if (closing)
-                m_changed.notify_all();
+            m_changed.notify_all();  // close() waits for the last one
         }
     } catch (...) {
         fail(std::current_exception());

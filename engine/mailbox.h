@@ -258,8 +258,6 @@ private:
     double evaluatingSecondsLocked() const;
     void fail(std::exception_ptr e);
     void shutdown();
-    // Wakes every thread of the mailbox (stopping, a failure).
-    void wakeAll();
 
     Comm &m_comm;
     const LinkEmulator &m_emulator;
@@ -268,15 +266,7 @@ private:
     const std::int64_t m_eagerWords;
 
     mutable std::mutex m_mutex;
-    // One condition per kind of waiter, so that a message wakes only the
-    // threads it concerns: with one for all, each message woke every
-    // thread of the mailbox, and on the straggler pair a process switched
-    // context 27,000 times in 9 s of training (13,500-16,000 now).
-    std::condition_variable m_changed;  // the caller: its messages, Byes, failures
-    std::condition_variable m_stopped;  // timed sleeps of the link threads: m_stopping
-    std::vector<std::condition_variable> m_outboxChanged;    // per peer: its sender
-    std::vector<std::condition_variable> m_deliveryChanged;  // per peer: its courier
-    std::vector<std::condition_variable> m_inFlightChanged;  // per peer: its confirmer
+    std::condition_variable m_changed;
     std::vector<std::deque<Outgoing>> m_outbox;
     std::deque<Message> m_inbox;
     std::vector<std::vector<std::int64_t>> m_latest;  // [kind][peer]
