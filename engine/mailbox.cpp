@@ -34,7 +34,8 @@ constexpr double kConfirmBytes = 1024;
 // A payload that took this long and 4x what its link's estimate says (a
 // round trip of latency cannot explain that) shows the link slower than
 // believed. A bound from a delivered payload holds for twice its time, at
-// least kSlowHoldS: long enough for the receiver's word to come back.
+// least kSlowHoldS, and until the receiver's word has changed since
+// (Ceiling).
 constexpr double kSlowS = 0.5;
 constexpr double kSlowFactor = 4;
 constexpr double kSlowHoldS = 2;
@@ -82,7 +83,7 @@ Mailbox::Mailbox(Comm &comm, const LinkEmulator &emulator, std::int64_t eagerWor
       m_outbox(std::size_t(m_world)), m_latest(std::size_t(kKinds), std::vector<std::int64_t>(std::size_t(m_world), -1)),
       m_undelivered(std::size_t(m_world)), m_ceiling(std::size_t(m_world)), m_inFlight(std::size_t(m_world)),
       m_deliveries(std::size_t(m_world)),
-      m_confirmS(std::size_t(m_world)),
+      m_confirmS(std::size_t(m_world)), m_confirmsStarted(std::size_t(m_world), 0), m_confirmsDone(std::size_t(m_world), 0),
       m_reported(std::size_t(m_world), 0.0), m_closed(std::size_t(m_world), false),
       m_peerEvaluating(std::size_t(m_world), false), m_rowSent(std::size_t(m_world)), m_sentBytes(std::size_t(m_world), 0), m_sendKeys(std::size_t(m_world)),
       m_receiveKeys(std::size_t(m_world)), m_incoming(m_world)
@@ -378,7 +379,8 @@ std::vector<double> Mailbox::outgoingEstimate(std::vector<double> reported)
     for (std::size_t j = 0; j < reported.size() && j < m_ceiling.size(); ++j) {
         m_reported[j] = reported[j];
         Ceiling &ceiling = m_ceiling[j];
-        if (ceiling.bps > 0 && (now >= ceiling.until || (reported[j] > 0 && reported[j] <= kCaughtUp * ceiling.bps)))
+        const bool lapsed = now >= ceiling.until && reported[j] != ceiling.reportedWhenSet;
+        if (ceiling.bps > 0 && (lapsed || (reported[j] > 0 && reported[j] <= kCaughtUp * ceiling.bps)))
             ceiling = {};
         if (ceiling.bps > 0)
             reported[j] = ceiling.bps;
@@ -519,8 +521,10 @@ void Mailbox::senderLoop(int peer)
             const bool confirm = double(m.payload.numel()) * 4 >= kConfirmBytes;
             {
                 std::lock_guard lock(m_mutex);
-                if (confirm)
+                if (confirm) {
                     m_inFlight[std::size_t(peer)].push_back({bytes, ready, {}, done + 2 * latency});
+                    ++m_confirmsStarted[std::size_t(peer)];
+                }
                 m_deliveries[std::size_t(peer)].push_back(
                     {m.kind, header, m.payload,
                      confirm ? sealedHeader(peer, Kind::Delivered, 0, 0, ++sequence, torch::empty({0}, torch::kInt))
@@ -611,12 +615,13 @@ void Mailbox::confirmerLoop(int peer)
                 const auto now = Clock::now();
                 const InFlight f = queue.front();
                 queue.pop_front();
+                ++m_confirmsDone[std::size_t(peer)];
                 const double tookS = std::chrono::duration<double>(now - f.since).count();
                 Ceiling &ceiling = m_ceiling[std::size_t(peer)];
                 const double slow
                     = slowRateLocked(peer, f.bytes, tookS, ceiling.bps > 0 ? ceiling.bps : m_reported[std::size_t(peer)]);
                 if (slow > 0)
-                    ceiling = {slow, now + seconds(std::max(kSlowHoldS, 2 * tookS))};
+                    ceiling = {slow, now + seconds(std::max(kSlowHoldS, 2 * tookS)), m_reported[std::size_t(peer)]};
                 auto &times = m_confirmS[std::size_t(peer)];
                 times.push_back(tookS);
                 if (times.size() > kConfirmTimesKept)
@@ -638,11 +643,19 @@ void Mailbox::receiverLoop(int peer)
             torch::Tensor buffer;
             Comm::Request request;
             Clock::time_point at;
+            // Confirmed payloads this worker had started to `peer` by then:
+            // Gloo's word that the receive is posted follows their bytes.
+            std::int64_t behind = 0;
         };
         std::deque<Posted> headers, eagerBodies;
         const auto post = [&](std::deque<Posted> &posted, torch::Tensor buffer, int tag) {
             Comm::Request request = m_comm.irecv(buffer, peer, tag);
-            posted.push_back({std::move(buffer), request, Clock::now()});
+            std::int64_t behind = 0;
+            {
+                std::lock_guard lock(m_mutex);
+                behind = m_confirmsStarted[std::size_t(peer)];
+            }
+            posted.push_back({std::move(buffer), request, Clock::now(), behind});
         };
         const auto postHeader = [&] { post(headers, torch::zeros({kHeaderWords}, torch::kLong), kTagHeader); };
         // Reuses `buffer` if given.
@@ -688,6 +701,11 @@ void Mailbox::receiverLoop(int peer)
             const auto waitFrom = Clock::now();
             const Posted header = takeFront(headers);
             const auto headerArrived = Clock::now();
+            std::int64_t confirmedByHeader = 0;
+            {
+                std::lock_guard lock(m_mutex);
+                confirmedByHeader = m_confirmsDone[std::size_t(peer)];
+            }
             const double arrivalDoubtS = headerArrived - waitFrom >= seconds(kHeaderWaitedS)
                 ? 0.0
                 : std::chrono::duration<double>(headerArrived - std::max(header.at, previousIn)).count();
@@ -708,8 +726,17 @@ void Mailbox::receiverLoop(int peer)
             m.round = h[1];
             m.aux = h[3];
             const bool eager = words > 0 && words <= m_eagerWords;
+            // The body could leave only once Gloo's word that its receive
+            // was posted had crossed the other way, behind the payloads
+            // this worker was sending `peer` then. Unless those had been
+            // delivered before the header came, the body's time holds that
+            // wait: on a link cut to 0.2 Mbit/s a 64-byte row waited 1.4-2.7
+            // s and read as 0.0005 Mbit/s, an estimate whose payloads were
+            // then too small ever to be measured again.
+            bool noticeClear = false;
             if (eager) {
                 const Posted body = takeFront(eagerBodies);
+                noticeClear = body.behind <= confirmedByHeader;
                 // A small message is copied out, and its buffer takes a
                 // later body; a large one keeps it.
                 const bool small = 2 * words < m_eagerWords;
@@ -757,7 +784,7 @@ void Mailbox::receiverLoop(int peer)
                 std::lock_guard lock(m_mutex);
                 // The sender's link time covered header and body alike.
                 if (eager && arrivalDoubtS <= kMostArrivalDoubt * tookS
-                    && (bodyBytes >= kMinEstimateBytes || tookS >= kMinEstimateS))
+                    && noticeClear && (bodyBytes >= kMinEstimateBytes || tookS >= kMinEstimateS))
                     m_incoming.addTransfer(peer, kHeaderBytes + bodyBytes, tookS);
                 if (m.kind == Kind::Evaluating) {
                     // Banks the time some peer was evaluating up to now.

@@ -39,10 +39,13 @@ class LinkEmulator;
 // to the end of its body is the time its bytes took on the link. Bodies
 // under 16 KiB that took under 0.25 s give no sample (timer noise
 // dominates them), nor do bodies over the eager size, whose time holds a
-// round trip (below), nor does a message whose header was in before the
-// receiver came to wait for it, unless its receive was posted or the
-// previous message was in just before (its arrival time is otherwise
-// unknown).
+// round trip (below), nor do bodies whose receive was posted while this
+// worker's own payloads to their sender were on their way, unless those
+// were delivered before the header came (Gloo's word that the receive was
+// posted followed them, and the body waited for it), nor does a message
+// whose header was in before the receiver came to wait for it, unless its
+// receive was posted or the previous message was in just before (its
+// arrival time is otherwise unknown).
 //
 // Gloo hands a message's bytes over only once the receiver has posted its
 // receive, and takes a shorter message into a larger receive. So each
@@ -272,10 +275,14 @@ private:
     std::vector<std::vector<std::int64_t>> m_latest;  // [kind][peer]
     std::vector<std::vector<SparseGradient>> m_undelivered;
     // Per peer: bytes/s a slow or deadline-bound send carried (0 = none),
-    // believed until `until`.
+    // believed until `until` once the receiver's word has changed since it
+    // was set: that word comes back over a link that may be just as slow,
+    // and a stale one from before a cut sized the next payload for 40
+    // Mbit/s on a link cut to 0.2 (a 4.5 s stall).
     struct Ceiling {
         double bps = 0;
         Clock::time_point until = Clock::time_point::max();
+        double reportedWhenSet = 0;
     };
     std::vector<Ceiling> m_ceiling;
     // A payload whose Delivered header is on its way.
@@ -301,6 +308,8 @@ private:
     // Per peer: the times of the last few confirmed messages; the least is
     // the link's latency and handshake, which no payload size explains.
     std::vector<std::deque<double>> m_confirmS;
+    // Per peer: payloads with a Delivered header started, and confirmed.
+    std::vector<std::int64_t> m_confirmsStarted, m_confirmsDone;
     std::vector<double> m_reported;     // per peer: the receiver's last estimate, bytes/s
     std::vector<bool> m_closed;
     std::vector<bool> m_peerEvaluating;

@@ -411,17 +411,26 @@ void TestDlionMath::estimatorFollowsChanges()
     for (int i = 0; i < 20; ++i)
         est.addTransfer(1, 5e6, 1.0);
     QVERIFY(std::abs(est.mbps(1) - 40) < 0.01);
+    // One sample far above moves nothing; link 0 is untouched.
+    est.addTransfer(1, 5e8, 1.0);
+    QVERIFY(std::abs(est.mbps(1) - 40) < 0.01);
+    QCOMPARE(est.bytesPerSecond(0), 0.0);
     for (int i = 0; i < 10; ++i)
         est.addTransfer(1, 1.25e6, 1.0);  // the link drops to 10 Mbit/s
     QVERIFY2(std::abs(est.mbps(1) - 10) < 1.0, qPrintable(QString::number(est.mbps(1))));
-    // Gains are smoothed; a fall to under half is taken at once, so the
-    // next payloads are not sized for a link that is gone.
+    // Gains are smoothed, and wait for a second sample; a fall to under
+    // half is taken at once, so the next payloads are not sized for a link
+    // that is gone.
+    est.addTransfer(1, 2.5e6, 1.0);
+    QVERIFY(std::abs(est.mbps(1) - 10) < 1.0);
     est.addTransfer(1, 2.5e6, 1.0);
     QVERIFY(est.mbps(1) > 10.5 && est.mbps(1) < 20);
     est.addTransfer(1, 1.25e4, 1.0);  // 0.1 Mbit/s
     QCOMPARE(est.mbps(1), 0.1);
-    // A mistimed sample 400 times the estimate doubles it at most; a real
-    // recovery to 40 Mbit/s passes 30 within 10 samples (4 unbounded).
+    // Samples 400 times the estimate double it at most, from the second
+    // on; a real recovery to 40 Mbit/s passes 30 within 11 samples.
+    est.addTransfer(1, 5e6, 1.0);
+    QCOMPARE(est.mbps(1), 0.1);
     est.addTransfer(1, 5e6, 1.0);
     QCOMPARE(est.mbps(1), 0.2);
     for (int i = 0; i < 9; ++i)
