@@ -17,9 +17,9 @@ namespace dlion::engine {
 // completed late, with its body), and each such sample doubled a 0.2
 // Mbit/s estimate; now one moves nothing, two in a row do. A link that got
 // hundreds of times faster at once is rarer than that, and a real rise
-// still shows within a few samples. Falls wait for no second sample: where
-// the sender's own bound on the link lapsed first, payloads were sized for
-// the old speed again.
+// still shows within a few samples. Falls wait for no second sample: the
+// sender's own bound on the link may lapse before one comes, and payloads
+// would be sized for the old speed again.
 // Transfers shorter than `minSeconds` carry too little signal (timer noise
 // dominates) and are ignored.
 class BandwidthEstimator {
