@@ -83,7 +83,7 @@ Mailbox::Mailbox(Comm &comm, const LinkEmulator &emulator, std::int64_t eagerWor
       m_outbox(std::size_t(m_world)), m_latest(std::size_t(kKinds), std::vector<std::int64_t>(std::size_t(m_world), -1)),
       m_undelivered(std::size_t(m_world)), m_ceiling(std::size_t(m_world)), m_inFlight(std::size_t(m_world)),
       m_deliveries(std::size_t(m_world)),
-      m_confirmS(std::size_t(m_world)), m_confirmsStarted(std::size_t(m_world), 0), m_confirmsDone(std::size_t(m_world), 0),
+      m_confirmS(std::size_t(m_world)), m_confirmsStarted(std::size_t(m_world)), m_confirmsDone(std::size_t(m_world)),
       m_reported(std::size_t(m_world), 0.0), m_closed(std::size_t(m_world), false),
       m_peerEvaluating(std::size_t(m_world), false), m_rowSent(std::size_t(m_world)), m_sentBytes(std::size_t(m_world), 0), m_sendKeys(std::size_t(m_world)),
       m_receiveKeys(std::size_t(m_world)), m_incoming(m_world)
@@ -650,12 +650,7 @@ void Mailbox::receiverLoop(int peer)
         std::deque<Posted> headers, eagerBodies;
         const auto post = [&](std::deque<Posted> &posted, torch::Tensor buffer, int tag) {
             Comm::Request request = m_comm.irecv(buffer, peer, tag);
-            std::int64_t behind = 0;
-            {
-                std::lock_guard lock(m_mutex);
-                behind = m_confirmsStarted[std::size_t(peer)];
-            }
-            posted.push_back({std::move(buffer), request, Clock::now(), behind});
+            posted.push_back({std::move(buffer), request, Clock::now(), m_confirmsStarted[std::size_t(peer)].load()});
         };
         const auto postHeader = [&] { post(headers, torch::zeros({kHeaderWords}, torch::kLong), kTagHeader); };
         // Reuses `buffer` if given.
@@ -701,11 +696,7 @@ void Mailbox::receiverLoop(int peer)
             const auto waitFrom = Clock::now();
             const Posted header = takeFront(headers);
             const auto headerArrived = Clock::now();
-            std::int64_t confirmedByHeader = 0;
-            {
-                std::lock_guard lock(m_mutex);
-                confirmedByHeader = m_confirmsDone[std::size_t(peer)];
-            }
+            const std::int64_t confirmedByHeader = m_confirmsDone[std::size_t(peer)].load();
             const double arrivalDoubtS = headerArrived - waitFrom >= seconds(kHeaderWaitedS)
                 ? 0.0
                 : std::chrono::duration<double>(headerArrived - std::max(header.at, previousIn)).count();

@@ -10,6 +10,7 @@
 
 #include <QByteArray>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -308,8 +309,10 @@ private:
     // Per peer: the times of the last few confirmed messages; the least is
     // the link's latency and handshake, which no payload size explains.
     std::vector<std::deque<double>> m_confirmS;
-    // Per peer: payloads with a Delivered header started, and confirmed.
-    std::vector<std::int64_t> m_confirmsStarted, m_confirmsDone;
+    // Per peer: payloads with a Delivered header started, and confirmed;
+    // written under m_mutex, read by the receivers without it (twice a
+    // message, on their hot path).
+    std::vector<std::atomic<std::int64_t>> m_confirmsStarted, m_confirmsDone;
     std::vector<double> m_reported;     // per peer: the receiver's last estimate, bytes/s
     std::vector<bool> m_closed;
     std::vector<bool> m_peerEvaluating;
