@@ -3,6 +3,7 @@
 // restarted agent rejoins with the best worker's parameters.
 #include "child_processes.h"
 #include "cluster_fixture.h"
+#include "common/median.h"
 
 #include <QJsonArray>
 #include <QProcess>
@@ -64,14 +65,7 @@ double meanLinkBytes(const core::RunData &d, int worker, int peer, double from, 
 
 double mean(const std::vector<double> &v) { return v.empty() ? 0 : std::accumulate(v.begin(), v.end(), 0.0) / double(v.size()); }
 
-double median(std::vector<double> v)
-{
-    if (v.empty())
-        return 0;
-    const auto mid = v.begin() + std::ptrdiff_t(v.size() / 2);
-    std::nth_element(v.begin(), mid, v.end());
-    return *mid;
-}
+using test::median;
 
 qsizetype roundsAfter(const core::RunData &d, int worker, double t)
 {

@@ -4,6 +4,7 @@
 // per-link estimates land within 25% of the tc rates; when tc slows a link
 // 200-fold mid-run, DLion sends next to nothing on it and trains on.
 #include "netns_agents.h"
+#include "common/median.h"
 
 #include <QElapsedTimer>
 
@@ -18,11 +19,7 @@ namespace {
 constexpr int kNodes = test::kWanNodes;
 const auto rateMbps = test::wanHeteroMbps;
 
-double median(std::vector<double> v)
-{
-    std::nth_element(v.begin(), v.begin() + std::ptrdiff_t(v.size() / 2), v.end());
-    return v[v.size() / 2];
-}
+using test::median;
 
 const char *kSink = R"(
 import socket, sys, time

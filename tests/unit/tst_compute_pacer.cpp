@@ -2,6 +2,8 @@
 // per step, whether the host's other cores are idle or all busy.
 #include <compute_pacer.h>
 
+#include "common/median.h"
+
 #include <QtTest>
 
 #include <algorithm>
@@ -33,11 +35,7 @@ void burn(double seconds)
     }
 }
 
-double median(std::vector<double> v)
-{
-    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-    return v[v.size() / 2];
-}
+using dlion::test::median;
 
 struct Steps {
     double pacedS = 0;    // median paced step

@@ -6,6 +6,7 @@
 // Usage: bench_calibration [--seconds S] [--strategies allreduce,dlion]
 #include "cluster_fixture.h"
 #include "netns_agents.h"
+#include "common/median.h"
 
 #include <QCommandLineParser>
 #include <QCoreApplication>
@@ -29,11 +30,7 @@ struct Timing {
     QJsonArray carriedMbps;  // per worker and outgoing link: bytes put on it over the run
 };
 
-double median(std::vector<double> v)
-{
-    std::sort(v.begin(), v.end());
-    return v.empty() ? 0 : v[v.size() / 2];
-}
+using dlion::test::median;
 
 // Skips the first fifth of the rounds: probes and estimates settling.
 Timing timing(const core::RunData &d)
