@@ -84,13 +84,13 @@ def dilated_footing(dilate, folder):
             "--latency-ms", f"{WAN_LATENCY_MS * dilate:g}", "--eval-interval", f"{EVAL_INTERVAL_S * dilate:g}"]
 
 
-def one_run(strategy, partition, seconds, seed, extra, job, dilate=1):
+def one_run(strategy, partition, seconds, seed, extra, job, dilate=1, env=None):
     args = [*COMMON, "--strategy", strategy, "--partition", partition, "--seconds", str(seconds * dilate),
             "--seed", str(seed), *extra]
     with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
         json.dump({"momentum": MOMENTUM.get(strategy, DEFAULT_MOMENTUM), **job}, f)
         f.flush()
-        s = run_dlion([*args, "--config", f.name], timeout=seconds * dilate * 6 + 180)
+        s = run_dlion([*args, "--config", f.name], timeout=seconds * dilate * 6 + 180, env=env)
     scored = [(e["t"] / dilate, e["global_accuracy"]) for e in s["evals"] if e.get("primary")]
     reached = {k: s["time_to_accuracy"].get(k) for k in TARGETS}
     return {"seed": seed, "train_s": s["train_s"] / dilate, "wall_s": s["wall_s"],
