@@ -25,7 +25,6 @@ import os
 import statistics
 import sys
 
-from bench_common import run_dlion
 from paper_table import CLUSTER, COMMON, DEFAULT_MOMENTUM, MOMENTUM, STRAGGLER, TARGETS, one_run
 
 

@@ -18,8 +18,8 @@ def run_dlion(args, timeout, env=None):
     """Runs `dlion run ARGS --quiet` in a fresh run directory; returns the
     summary. `env`: variables to set for it (e.g. DLION_AGENT)."""
     with tempfile.TemporaryDirectory(prefix="dlion-bench-") as out:
-        env = dict(os.environ, **(env or {}), DLION_STORE=os.path.join(out, "store.sqlite"))
-        proc = subprocess.run([dlion_binary(), "run", *args, "--out", out, "--quiet"], env=env,
+        variables = {**os.environ, **(env or {}), "DLION_STORE": os.path.join(out, "store.sqlite")}
+        proc = subprocess.run([dlion_binary(), "run", *args, "--out", out, "--quiet"], env=variables,
                               capture_output=True, text=True, timeout=timeout)
         path = os.path.join(out, "summary.json")
         if proc.returncode != 0 or not os.path.exists(path):
