@@ -22,10 +22,9 @@ Usage: tests/bench/ab_runs.py --arm NAME[=SPEC] --arm NAME[=SPEC] [...]
 import argparse
 import json
 import os
-import statistics
 import sys
 
-from paper_table import CLUSTER, COMMON, DEFAULT_MOMENTUM, MOMENTUM, STRAGGLER, TARGETS, one_run
+from paper_table import CLUSTER, COMMON, DEFAULT_MOMENTUM, MOMENTUM, STRAGGLER, TARGETS, median_range, one_run
 
 
 def parse_arm(text):
@@ -52,9 +51,8 @@ def summary_row(arm):
     def times(key):
         return sorted((r["time_to_accuracy"][key] for r in runs), key=lambda t: float("inf") if t is None else t)
 
-    return {"samples_per_s": statistics.median(r["samples_per_s"] for r in runs),
-            "final_accuracy": statistics.median(r["final_accuracy"] for r in runs),
-            "final_range": (min(r["final_accuracy"] for r in runs), max(r["final_accuracy"] for r in runs)),
+    return {"samples_per_s": median_range([r["samples_per_s"] for r in runs]),
+            "final_accuracy": median_range([r["final_accuracy"] for r in runs]),
             "time_to_accuracy": {k: times(k) for k in TARGETS},
             "reached": {k: sum(r["time_to_accuracy"][k] is not None for r in runs) for k in TARGETS},
             "merges": [r["merges"] for r in runs]}
@@ -103,9 +101,10 @@ def main():
     print("|---|---|---|---|---|---|")
     for arm in arms:
         s = arm["summary"]
-        print(f"| {arm['name']} | {s['samples_per_s']:.0f} | {sorted_times(s['time_to_accuracy']['0.80'])} | "
-              f"{sorted_times(s['time_to_accuracy']['0.85'])} | {100 * s['final_accuracy']:.2f}% "
-              f"({100 * s['final_range'][0]:.2f}–{100 * s['final_range'][1]:.2f}) | "
+        final, lowest, highest = s["final_accuracy"]
+        print(f"| {arm['name']} | {s['samples_per_s'][0]:.0f} | {sorted_times(s['time_to_accuracy']['0.80'])} | "
+              f"{sorted_times(s['time_to_accuracy']['0.85'])} | {100 * final:.2f}% "
+              f"({100 * lowest:.2f}–{100 * highest:.2f}) | "
               f"{', '.join(map(str, s['merges']))} |")
 
 
