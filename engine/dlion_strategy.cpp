@@ -23,8 +23,8 @@ constexpr double kMaxSendS = 2.0;
 // now and then (enough to notice that it recovered) and stalls the group
 // for a tenth of the time at most.
 constexpr double kCutLinkShare = 0.1;
-// Rounds whose time the budget follows: enough that a knowledge transfer's
-// or a stall's round does not move the median.
+// Rounds whose time the budget follows: enough that a stall's round does
+// not move the median.
 constexpr std::size_t kBudgetWindow = 15;
 // Growth factors a payload's header word has room for (max_growth < this).
 constexpr std::int64_t kGrowthSlots = 64;
@@ -162,7 +162,10 @@ double DlionStrategy::roundBudget(const RoundContext &ctx)
         if (ctx.rates[std::size_t(j)] > 0)
             computeS = std::max(computeS, double(m_shares[std::size_t(j)]) / ctx.rates[std::size_t(j)]);
     }
-    if (m_roundStartS >= 0) {
+    // A round that ended in a knowledge transfer lasted the transfer too,
+    // which the links' wait is not: counted, it read as 20-45 ms of wait on
+    // the straggler pair and ended the pipelining for a window.
+    if (m_roundStartS >= 0 && !std::exchange(m_transferred, false)) {
         const double fixed = std::max(0.0, ctx.elapsedS - m_roundStartS - m_sendS);
         keepRecent(m_fixedS, fixed);
         keepRecent(m_waitS, std::max(0.0, fixed - computeS));
@@ -286,8 +289,10 @@ void DlionStrategy::noteProposal(std::int64_t round, Proposal proposal)
 
 void DlionStrategy::afterStep(RoundContext &ctx)
 {
-    if (m_mergeNow || (m_dkt && m_transfer.due(ctx.round)))
+    if (m_mergeNow || (m_dkt && m_transfer.due(ctx.round))) {
         m_transfer.run(m_trainer, m_mailbox, ctx, m_mergeNow, staleness() > 0);
+        m_transferred = true;
+    }
 }
 
 } // namespace dlion::engine

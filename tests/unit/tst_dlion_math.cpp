@@ -165,6 +165,7 @@ private Q_SLOTS:
     void batchGrowsWhileRoundsWaitOnTheLinks();
     void roundsPipelineWhereTheLinksAreFast();
     void pipeliningOutlastsAStallButNotSlowLinks();
+    void aKnowledgeTransferIsNotTheLinksWait();
     void mailboxPacesLinksAndMeasuresThem();
     void eagerBodiesFollowTheirHeaders();
     void replacedPayloadWaitsForTheLinkToDeliver();
@@ -594,11 +595,21 @@ struct PairRound {
 
 using PairRounds = std::array<std::vector<PairRound>, 2>;
 
-// `count` rounds of two DLion workers (no DKT) over 20 Mbit/s links of
-// `latencyMs` one way, each claiming `rate` samples/s; per rank, its rounds.
-// In `slowRounds` both ranks read their links 10x slower than they are.
+// The training clock of runDlionPair: the real one (roundS 0), or one
+// that reads roundS a round, and transferS more from the knowledge
+// transfer on, which then runs once, after round kTransferAfter.
+struct PairClock {
+    static constexpr std::int64_t kTransferAfter = 29;
+    double roundS = 0;
+    double transferS = 0;
+};
+
+// `count` rounds of two DLion workers (no DKT unless `clock` says so) over
+// 20 Mbit/s links of `latencyMs` one way, each claiming `rate` samples/s;
+// per rank, its rounds. In `slowRounds` both ranks read their links 10x
+// slower than they are.
 PairRounds runDlionPair(double latencyMs, double rate, std::string &error, std::int64_t count,
-                        const std::set<std::int64_t> &slowRounds = {})
+                        const std::set<std::int64_t> &slowRounds = {}, PairClock clock = {})
 {
     PairRounds rounds;
     const QJsonObject emulation{{"links", QJsonArray{QJsonArray{0, 20}, QJsonArray{20, 0}}}, {"latency_ms", latencyMs}};
@@ -606,7 +617,8 @@ PairRounds runDlionPair(double latencyMs, double rate, std::string &error, std::
         Mailbox mailbox(comm, emulator);
         dlion::protocol::JobSpec spec = mlpOnSynthetic();
         spec.strategy = "dlion";
-        spec.strategyOptions = QJsonObject{{"dkt", false}};
+        spec.strategyOptions = clock.transferS > 0 ? QJsonObject{{"dkt_period", qint64(PairClock::kTransferAfter + 1)}}
+                                                   : QJsonObject{{"dkt", false}};
         Trainer trainer(spec);
         DlionStrategy dlion(spec, trainer, mailbox);
         const auto started = std::chrono::steady_clock::now();
@@ -619,12 +631,15 @@ PairRounds runDlionPair(double latencyMs, double rate, std::string &error, std::
             dlion::protocol::RoundRecord record;
             ctx.round = round;
             ctx.record = &record;
-            ctx.elapsedS = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+            ctx.elapsedS = clock.roundS > 0
+                ? double(round) * clock.roundS + (round > PairClock::kTransferAfter ? clock.transferS : 0.0)
+                : std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
             const std::int64_t batch = dlion.localBatch(ctx);
             trainer.computeGradient(batch);
             const std::int64_t staleness = dlion.staleness();
             dlion.exchange(trainer.flatGrad(), ctx);
             trainer.step();
+            dlion.afterStep(ctx);
             rounds[std::size_t(r)].push_back(
                 {batch, record.linkFraction[std::size_t(1 - r)] * double(trainer.parameterCount()), staleness});
         }
@@ -758,6 +773,23 @@ void TestDlionMath::pipeliningOutlastsAStallButNotSlowLinks()
         QVERIFY2(rounds[0][k].staleness == 1, qPrintable(QString("round %1 was not pipelined").arg(k)));
     for (std::size_t k = 55; k < 60; ++k)
         QVERIFY2(rounds[0][k].staleness == 0, qPrintable(QString("round %1 stayed pipelined over slow links").arg(k)));
+}
+
+void TestDlionMath::aKnowledgeTransferIsNotTheLinksWait()
+{
+    // The pipelined pair of roundsPipelineWhereTheLinksAreFast on a clock
+    // of 1.2 s a round (1.07 s of it compute) whose knowledge transfer
+    // after round 29 takes 10 s: were that counted as wait, the window's
+    // mean would be 0.8 s, over half the compute, and the pair would stop
+    // pipelining. It stays one round stale to the end.
+    std::string error;
+    const PairRounds rounds = runDlionPair(0, 30, error, 60, {}, {1.2, 10.0});
+    QVERIFY2(error.empty(), error.c_str());
+    QCOMPARE(rounds[0].size(), std::size_t(60));
+    for (std::size_t k = 20; k < 60; ++k) {
+        QCOMPARE(rounds[1][k].staleness, rounds[0][k].staleness);
+        QVERIFY2(rounds[0][k].staleness == 1, qPrintable(QString("round %1 was not pipelined").arg(k)));
+    }
 }
 
 void TestDlionMath::mailboxPacesLinksAndMeasuresThem()
