@@ -74,8 +74,9 @@ def main():
     footing = (CLUSTER + ["--eval-samples", "1000"]) if a.footing == "main" else STRAGGLER
     for arm in arms:
         arm["runs"] = []
-    for seed in seeds:
-        for arm in arms:
+    for i, seed in enumerate(seeds):
+        # Each seed starts with the next arm, so no arm always runs first.
+        for arm in arms[i % len(arms):] + arms[:i % len(arms)]:
             extra = footing + [x for k in arm["knobs"] for x in ("--option", k)]
             env = {"DLION_AGENT": arm["agent"]} if arm["agent"] else None
             run = one_run(a.strategy, a.partition, a.seconds, seed, extra, {}, env=env)

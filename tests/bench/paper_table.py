@@ -13,7 +13,10 @@ Accuracy is the mean replica on
 one test subset (the summary's evaluation_rule); time to a target is the
 first evaluation that reaches it (the summary's) and, beside it, the first
 from which it held at the next evaluation too; every figure is the median
-over the seeds with its min-max, and ratios are taken between medians.
+over the seeds with its min-max, and ratios are taken between medians
+(the checks' paired_* figures: the median of each seed's own ratio). Each
+seed runs every row once before the next seed starts, so a drift of the
+host's speed falls on every row alike.
 
 Prints one JSON object (results = per-configuration medians and the runs'
 figures, checks = the targets) followed by a markdown table.
@@ -122,21 +125,40 @@ def median_range(values):
     return statistics.median(v), v[0], v[-1]
 
 
-def config(label, strategy, partition, seconds, seeds, extra=(), job=None, dilate=1):
-    runs = [one_run(strategy, partition, seconds, seed, list(extra), job or {}, dilate) for seed in seeds]
-    row = {"label": label, "strategy": strategy, "partition": partition, "budget_s": seconds, "dilate": dilate,
-           "setting": " ".join(extra), "momentum": MOMENTUM.get(strategy, DEFAULT_MOMENTUM), "runs": runs}
+def config(label, strategy, partition, seconds, extra=(), job=None, dilate=1):
+    """One row's configuration; run_rows() runs it."""
+    return {"label": label, "strategy": strategy, "partition": partition, "budget_s": seconds, "dilate": dilate,
+            "extra": list(extra), "job": job or {}}
+
+
+def run_rows(configs, seeds):
+    """Runs every configuration once per seed, seed by seed: the host's speed
+    drifts by a quarter within a session (docs/benchmarks.md), and running
+    one row's seeds back to back let that drift into the ratios between
+    rows."""
+    runs = [[] for _ in configs]
+    for seed in seeds:
+        for c, out in zip(configs, runs):
+            r = one_run(c["strategy"], c["partition"], c["budget_s"], seed, c["extra"], c["job"], c["dilate"])
+            out.append(r)
+            print(f"  seed {seed:<4} {c['label']:<34} {c['partition']:<14} acc {r['final_accuracy']:.4f}  "
+                  f"{r['samples_per_s']:.0f} samples/s", file=sys.stderr, flush=True)
+    return [row(c, r) for c, r in zip(configs, runs)]
+
+
+def row(c, runs):
+    r = {"label": c["label"], "strategy": c["strategy"], "partition": c["partition"], "budget_s": c["budget_s"],
+         "dilate": c["dilate"], "setting": " ".join(c["extra"]),
+         "momentum": c["job"].get("momentum", MOMENTUM.get(c["strategy"], DEFAULT_MOMENTUM)), "runs": runs}
     for key in ("final_accuracy", "final_min_accuracy", "final_consensus_accuracy", "samples_per_s", "bytes_sent"):
-        row[key] = median_range([r[key] or 0 for r in runs])
+        r[key] = median_range([x[key] or 0 for x in runs])
     for key in ("time_to_accuracy", "time_held"):
-        row[key] = {k: median_range([r[key][k] for r in runs]) for k in TARGETS}
-    row["mean_share"] = runs[len(runs) // 2]["mean_share"]
-    print(f"  {label:<34} {partition:<14} acc {row['final_accuracy'][0]:.4f}  "
-          f"{row['samples_per_s'][0]:.0f} samples/s", file=sys.stderr, flush=True)
-    return row
+        r[key] = {k: median_range([x[key][k] for x in runs]) for k in TARGETS}
+    r["mean_share"] = runs[len(runs) // 2]["mean_share"]
+    return r
 
 
-def dlion_variant(knobs, partition, seconds, seeds, cluster, dilate):
+def dlion_variant(knobs, partition, seconds, cluster, dilate):
     """A DLion row with `knobs` ("k=v,..."; momentum=M goes to the job)."""
     extra, job = list(cluster), {}
     for knob in filter(None, knobs.split(",")):
@@ -145,7 +167,7 @@ def dlion_variant(knobs, partition, seconds, seeds, cluster, dilate):
             job["momentum"] = float(value)
         else:
             extra += ["--option", knob]
-    return config(f"dlion {knobs}".strip(), "dlion", partition, seconds, seeds, extra, job, dilate)
+    return config(f"dlion {knobs}".strip(), "dlion", partition, seconds, extra, job, dilate)
 
 
 def ratio(base, new):
@@ -155,6 +177,20 @@ def ratio(base, new):
     if base == float("inf"):
         return "n/a (baseline not reached)"
     return round(base / new, 2)
+
+
+def paired_ratio(base_runs, new_runs, value):
+    """The median over seeds of value(base run) / value(new run), the two
+    runs of each seed side by side: run_rows() runs them minutes apart, so
+    the host's drift between seeds cancels in each ratio. A value of None
+    is a target never reached; None when new never got there in most seeds."""
+    def one(b, n):
+        vb, vn = value(b), value(n)
+        if vn is None:
+            return 0.0
+        return float("inf") if vb is None else vb / vn
+    m = statistics.median(one(b, n) for b, n in zip(base_runs, new_runs))
+    return None if m == 0 else "n/a (baseline not reached)" if m == float("inf") else round(m, 2)
 
 
 def fmt(mrange, scale=1.0, digits=1):
@@ -193,39 +229,40 @@ def main():
         cluster = [*cluster, "--eval-samples", "1000"]
     if a.dataset:
         cluster = [*cluster, "--dataset", a.dataset]
-    rows = []
+    configs = []
     if a.dlion:
         for part in partitions:
             for knobs in a.dlion:
-                rows.append(dlion_variant(knobs, part, seconds, seeds, cluster, a.dilate))
+                configs.append(dlion_variant(knobs, part, seconds, cluster, a.dilate))
         partitions = []  # no baselines to check against
     for part in partitions:
         for strategy in strategies:
-            rows.append(config(strategy, strategy, part, seconds, seeds, cluster, dilate=a.dilate))
+            configs.append(config(strategy, strategy, part, seconds, cluster, dilate=a.dilate))
         if a.quick and part != "iid":
-            rows.append(config("dlion without dkt", "dlion", part, seconds, seeds, [*cluster, "--option", "dkt=false"],
-                               dilate=a.dilate))
+            configs.append(config("dlion without dkt", "dlion", part, seconds, [*cluster, "--option", "dkt=false"],
+                                  dilate=a.dilate))
     if a.straggler:
         for strategy in ("allreduce", "dlion"):
-            rows.append(config(straggler_label(strategy), strategy, "iid", seconds, seeds, STRAGGLER))
+            configs.append(config(straggler_label(strategy), strategy, "iid", seconds, STRAGGLER))
         for knob in ("dkt=false", "pipeline=false"):
-            rows.append(config(straggler_label(f"dlion {knob}"), "dlion", "iid", seconds, seeds,
-                               [*STRAGGLER, "--option", knob]))
+            configs.append(config(straggler_label(f"dlion {knob}"), "dlion", "iid", seconds,
+                                  [*STRAGGLER, "--option", knob]))
     elif not a.quick and not a.dlion:
         for knob in ("wdb", "prioritized", "dkt"):
-            rows.append(config(f"dlion without {knob}", "dlion", "iid", seconds, seeds,
-                               [*CLUSTER, "--option", f"{knob}=false"]))
+            configs.append(config(f"dlion without {knob}", "dlion", "iid", seconds,
+                                  [*CLUSTER, "--option", f"{knob}=false"]))
         for part in ("dirichlet:0.3",):
-            rows.append(config("dlion without dkt", "dlion", part, seconds, seeds, [*CLUSTER, "--option", "dkt=false"]))
+            configs.append(config("dlion without dkt", "dlion", part, seconds, [*CLUSTER, "--option", "dkt=false"]))
         shift = {"emulation": {"links": "wan-hetero", "schedule": [{"at_s": seconds / 3, "worker": 0, "slowdown": 4}]}}
         for strategy in ("allreduce", "dlion"):
-            rows.append(config(f"{strategy}, w0 slows 4x at {seconds / 3:.0f} s", strategy, "iid", seconds, seeds,
-                               CLUSTER, shift))
+            configs.append(config(f"{strategy}, w0 slows 4x at {seconds / 3:.0f} s", strategy, "iid", seconds,
+                                  CLUSTER, shift))
         for strategy in ("allreduce", "dlion"):
-            rows.append(config(straggler_label(strategy), strategy, "iid", seconds, seeds, STRAGGLER))
+            configs.append(config(straggler_label(strategy), strategy, "iid", seconds, STRAGGLER))
         for strategy in STRATEGIES:
-            rows.append(config(f"{strategy}, shapes", strategy, "iid", seconds, seeds,
-                               [*CLUSTER, "--dataset", "shapes"]))
+            configs.append(config(f"{strategy}, shapes", strategy, "iid", seconds,
+                                  [*CLUSTER, "--dataset", "shapes"]))
+    rows = run_rows(configs, seeds)
 
     checks = {}
     for part in partitions:
@@ -238,6 +275,8 @@ def main():
         checks[part] = {
             "speedup_vs": {k: {b: ratio(by[b]["time_to_accuracy"][k][0], d["time_to_accuracy"][k][0]) for b in baselines}
                            for k in TARGETS},
+            "paired_speedup_vs": {k: {b: paired_ratio(by[b]["runs"], d["runs"], lambda r: r["time_to_accuracy"][k])
+                                      for b in baselines} for k in TARGETS},
             "accuracy_at_budget": d["final_accuracy"][0],
             "best_baseline": best_base,
             "accuracy_margin_points": round(100 * (d["final_accuracy"][0] - by[best_base]["final_accuracy"][0]), 2),
@@ -264,6 +303,10 @@ def main():
             "speedup_to_80_held": ratio(pair["allreduce"]["time_held"]["0.80"][0],
                                         pair["dlion"]["time_held"]["0.80"][0]),
             "throughput_ratio": round(pair["dlion"]["samples_per_s"][0] / pair["allreduce"]["samples_per_s"][0], 2),
+            "paired": {"speedup_to_80": paired_ratio(pair["allreduce"]["runs"], pair["dlion"]["runs"],
+                                                     lambda r: r["time_to_accuracy"]["0.80"]),
+                       "throughput_ratio": paired_ratio(pair["dlion"]["runs"], pair["allreduce"]["runs"],
+                                                        lambda r: r["samples_per_s"])},
             "targets": {"speedup_to_80": 2.0, "throughput_ratio": 2.0},
         }
     print(json.dumps({"benchmark": "paper_table", "budget_s": seconds, "seeds": seeds, "dilate": a.dilate,
