@@ -163,7 +163,7 @@ double DlionStrategy::roundBudget(const RoundContext &ctx)
             computeS = std::max(computeS, double(m_shares[std::size_t(j)]) / ctx.rates[std::size_t(j)]);
     }
     // A round that ended in a knowledge transfer lasted the transfer too,
-    // which the links' wait is not: counted, it read as 20-45 ms of wait on
+    // which the links' wait is not: counted, it read as 30-54 ms of wait on
     // the straggler pair and ended the pipelining for a window.
     if (m_roundStartS >= 0 && !std::exchange(m_transferred, false)) {
         const double fixed = std::max(0.0, ctx.elapsedS - m_roundStartS - m_sendS);

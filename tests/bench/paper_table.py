@@ -180,10 +180,11 @@ def ratio(base, new):
 
 
 def paired_ratio(base_runs, new_runs, value):
-    """The median over seeds of value(base run) / value(new run), the two
-    runs of each seed side by side: run_rows() runs them minutes apart, so
-    the host's drift between seeds cancels in each ratio. A value of None
-    is a target never reached; None when new never got there in most seeds."""
+    """The median over seeds of value(base run) / value(new run), each
+    seed's two runs close in time (run_rows() takes a seed through every
+    row before the next), so the host's drift over the table cancels in
+    each ratio. A value of None is a target never reached; the result is
+    None where new never got there in most seeds."""
     def one(b, n):
         vb, vn = value(b), value(n)
         if vn is None:
