@@ -597,7 +597,8 @@ using PairRounds = std::array<std::vector<PairRound>, 2>;
 
 // The training clock of runDlionPair: the real one (roundS 0), or one
 // that reads roundS a round, and transferS more from the knowledge
-// transfer on, which then runs once, after round kTransferAfter.
+// transfer after round kTransferAfter on (DKT then runs every
+// kTransferAfter + 1 rounds or less often).
 struct PairClock {
     static constexpr std::int64_t kTransferAfter = 29;
     double roundS = 0;
