@@ -165,7 +165,7 @@ double DlionStrategy::roundBudget(const RoundContext &ctx)
     // A round that ended in a knowledge transfer lasted the transfer too,
     // which the links' wait is not: counted, it read as 30-54 ms of wait on
     // the straggler pair and ended the pipelining for a window.
-    if (m_roundStartS >= 0 && !std::exchange(m_transferred, false)) {
+    if (m_roundStartS >= 0 && !m_transfer.ranAfter(ctx.round - 1)) {
         const double fixed = std::max(0.0, ctx.elapsedS - m_roundStartS - m_sendS);
         keepRecent(m_fixedS, fixed);
         keepRecent(m_waitS, std::max(0.0, fixed - computeS));
@@ -289,10 +289,8 @@ void DlionStrategy::noteProposal(std::int64_t round, Proposal proposal)
 
 void DlionStrategy::afterStep(RoundContext &ctx)
 {
-    if (m_mergeNow || (m_dkt && m_transfer.due(ctx.round))) {
+    if (m_mergeNow || (m_dkt && m_transfer.due(ctx.round)))
         m_transfer.run(m_trainer, m_mailbox, ctx, m_mergeNow, staleness() > 0);
-        m_transferred = true;
-    }
 }
 
 } // namespace dlion::engine

@@ -145,7 +145,6 @@ private:
     std::map<std::int64_t, Proposal> m_proposals;  // round -> least proposal seen
     double m_roundStartS = -1;    // when the last round started (training time)
     double m_sendS = 0;           // the longest its payloads were to occupy a link
-    bool m_transferred = false;   // the last round ended in a knowledge transfer
     std::set<std::int64_t> m_mergeRounds;  // rounds whose payloads asked for a merge
     bool m_mergeNow = false;               // ... and one of them is due now
 };

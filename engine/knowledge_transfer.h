@@ -74,6 +74,8 @@ public:
     static double marginFor(double margin, bool stale) { return stale ? std::max(margin, 1.0) : margin; }
     // Whether the schedule (above) runs a transfer after `round`.
     bool due(std::int64_t round) const { return round >= m_next; }
+    // Whether run() ran after `round`, the last time it ran.
+    bool ranAfter(std::int64_t round) const { return m_endedRound >= 0 && m_endedRound == round; }
     // The rounds from one transfer to the next when each took `costS`
     // and the rounds between took `roundS`.
     static std::int64_t gapRounds(std::int64_t period, double share, double costS, double roundS);
