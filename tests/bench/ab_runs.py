@@ -24,7 +24,7 @@ import json
 import os
 import sys
 
-from paper_table import CLUSTER, COMMON, DEFAULT_MOMENTUM, MOMENTUM, STRAGGLER, TARGETS, median_range, one_run
+from paper_table import CLUSTER, COMMON, DEFAULT_MOMENTUM, MOMENTUM, STRAGGLER, TARGETS, config, median_range, run_rows
 
 
 def parse_arm(text):
@@ -72,18 +72,11 @@ def main():
         raise SystemExit("--arm: every arm needs a name of its own")
     seeds = [int(s) for s in a.seeds.split(",")]
     footing = (CLUSTER + ["--eval-samples", "1000"]) if a.footing == "main" else STRAGGLER
-    for arm in arms:
-        arm["runs"] = []
-    for i, seed in enumerate(seeds):
-        # Each seed starts with the next arm, so no arm always runs first.
-        for arm in arms[i % len(arms):] + arms[:i % len(arms)]:
-            extra = footing + [x for k in arm["knobs"] for x in ("--option", k)]
-            env = {"DLION_AGENT": arm["agent"]} if arm["agent"] else None
-            run = one_run(a.strategy, a.partition, a.seconds, seed, extra, {}, env=env)
-            arm["runs"].append(run)
-            print(f"  {arm['name']:<16} seed {seed:<6} {run['samples_per_s']:.0f} samples/s, "
-                  f"final {run['final_accuracy']:.4f}", file=sys.stderr, flush=True)
-    for arm in arms:
+    configs = [config(arm["name"], a.strategy, a.partition, a.seconds,
+                      footing + [x for k in arm["knobs"] for x in ("--option", k)],
+                      env={"DLION_AGENT": arm["agent"]} if arm["agent"] else None) for arm in arms]
+    for arm, row in zip(arms, run_rows(configs, seeds, rotate=True)):
+        arm["runs"] = row["runs"]
         arm["summary"] = summary_row(arm)
     print(json.dumps({"benchmark": "ab_runs", "strategy": a.strategy, "partition": a.partition,
                       "budget_s": a.seconds, "seeds": seeds, "footing": a.footing,

@@ -125,21 +125,25 @@ def median_range(values):
     return statistics.median(v), v[0], v[-1]
 
 
-def config(label, strategy, partition, seconds, extra=(), job=None, dilate=1):
-    """One row's configuration; run_rows() runs it."""
+def config(label, strategy, partition, seconds, extra=(), job=None, dilate=1, env=None):
+    """One row's configuration; run_rows() runs it. `env`: as one_run's."""
     return {"label": label, "strategy": strategy, "partition": partition, "budget_s": seconds, "dilate": dilate,
-            "extra": list(extra), "job": job or {}}
+            "extra": list(extra), "job": job or {}, "env": env}
 
 
-def run_rows(configs, seeds):
+def run_rows(configs, seeds, rotate=False):
     """Runs every configuration once per seed, seed by seed: the host's speed
     drifts by a quarter within a session (docs/benchmarks.md), and running
     one row's seeds back to back let that drift into the ratios between
-    rows."""
+    rows. `rotate`: each seed starts with the next configuration, so no
+    row always runs first."""
     runs = [[] for _ in configs]
-    for seed in seeds:
-        for c, out in zip(configs, runs):
-            r = one_run(c["strategy"], c["partition"], c["budget_s"], seed, c["extra"], c["job"], c["dilate"])
+    pairs = list(zip(configs, runs))
+    for i, seed in enumerate(seeds):
+        first = i % len(pairs) if rotate else 0
+        for c, out in pairs[first:] + pairs[:first]:
+            r = one_run(c["strategy"], c["partition"], c["budget_s"], seed, c["extra"], c["job"], c["dilate"],
+                        c["env"])
             out.append(r)
             print(f"  seed {seed:<4} {c['label']:<34} {c['partition']:<14} acc {r['final_accuracy']:.4f}  "
                   f"{r['samples_per_s']:.0f} samples/s", file=sys.stderr, flush=True)
