@@ -30,6 +30,10 @@ unless --seconds). --dlion KNOBS (repeatable) runs only DLion rows on the
 main footing, one per use, with those comma-separated knobs; momentum=M
 sets the job's momentum (--dlion "" is the default DLion).
 --strategies S,... limits the main rows to those strategies.
+--allreduce-seconds S gives the main rows' all-reduce a budget of its own:
+on wan-hetero it makes about 2 rounds a second and reaches neither 80% nor
+85% in 60 s, so its time to a target needs a longer run. Its accuracy at
+that budget is then left out of the accuracy margin.
 --dilate D runs the main footing D times slower in every part (compute
 slowdowns, latency, transfer times, evaluation interval, budget) and
 reports its times divided by D: the 4 workers' compute (2.75 cores at
@@ -39,7 +43,7 @@ table's other rows (ablation, mid-run slowdown, straggler pair, shapes)
 keep the plain footing.
 Usage: tests/bench/paper_table.py [--quick | --straggler] [--seconds S] [--seeds N]
                                   [--partitions P,...] [--dataset D] [--dlion KNOBS ...]
-                                  [--strategies S,...] [--dilate D]"""
+                                  [--strategies S,...] [--dilate D] [--allreduce-seconds S]"""
 import argparse
 import json
 import os
@@ -217,6 +221,7 @@ def main():
     p.add_argument("--dlion", action="append", metavar="KNOBS", help="only DLion rows, e.g. staleness=1,momentum=0.6")
     p.add_argument("--strategies", metavar="S,...", help="comma-separated main rows, e.g. gaia,ako,dlion (default: all five)")
     p.add_argument("--dilate", type=float, default=1, metavar="D", help="run the main footing D times slower, report times / D")
+    p.add_argument("--allreduce-seconds", type=float, metavar="S", help="the main rows' all-reduce budget (default: --seconds)")
     a = p.parse_args()
     if a.dilate < 1:
         p.error("--dilate must be at least 1")
@@ -242,7 +247,8 @@ def main():
         partitions = []  # no baselines to check against
     for part in partitions:
         for strategy in strategies:
-            configs.append(config(strategy, strategy, part, seconds, cluster, dilate=a.dilate))
+            budget = a.allreduce_seconds if strategy == "allreduce" and a.allreduce_seconds else seconds
+            configs.append(config(strategy, strategy, part, budget, cluster, dilate=a.dilate))
         if a.quick and part != "iid":
             configs.append(config("dlion without dkt", "dlion", part, seconds, [*cluster, "--option", "dkt=false"],
                                   dilate=a.dilate))
@@ -274,8 +280,10 @@ def main():
         by = {r["strategy"]: r for r in rows if r["partition"] == part and r["label"] == r["strategy"]}
         d = by["dlion"]
         baselines = [b for b in BASELINES if b in by]
-        best_base = max(baselines, key=lambda b: by[b]["final_accuracy"][0], default=None)
-        if best_base is None:
+        # Accuracy at a budget compares runs of the same budget only.
+        best_base = max((b for b in baselines if by[b]["budget_s"] == d["budget_s"]),
+                        key=lambda b: by[b]["final_accuracy"][0], default=None)
+        if not baselines:
             continue
         checks[part] = {
             "speedup_vs": {k: {b: ratio(by[b]["time_to_accuracy"][k][0], d["time_to_accuracy"][k][0]) for b in baselines}
@@ -284,7 +292,8 @@ def main():
                                       for b in baselines} for k in TARGETS},
             "accuracy_at_budget": d["final_accuracy"][0],
             "best_baseline": best_base,
-            "accuracy_margin_points": round(100 * (d["final_accuracy"][0] - by[best_base]["final_accuracy"][0]), 2),
+            "accuracy_margin_points": None if best_base is None
+            else round(100 * (d["final_accuracy"][0] - by[best_base]["final_accuracy"][0]), 2),
             "targets": {"speedup_to_85_vs_allreduce": 2.0, "ahead_of_every_baseline": True,
                         "accuracy_margin_points": 0 if part == "iid" else 5},
         }
@@ -326,7 +335,8 @@ def main():
     for r in rows:
         tta = r["time_to_accuracy"]
         held = r["time_held"]
-        print(f"| {r['label']} | {r['partition']} | {fmt(tta['0.80'])} | {fmt(tta['0.85'])} | "
+        label = r["label"] if r["budget_s"] == seconds else f"{r['label']} ({r['budget_s']:g} s)"
+        print(f"| {label} | {r['partition']} | {fmt(tta['0.80'])} | {fmt(tta['0.85'])} | "
               f"{fmt(held['0.80'])} | {fmt(held['0.85'])} | "
               f"{fmt(r['final_accuracy'], 100, 2)} | {fmt(r['final_min_accuracy'], 100, 2)} | "
               f"{fmt(r['final_consensus_accuracy'], 100, 2)} | {fmt(r['samples_per_s'], 1, 0)} | "
