@@ -280,11 +280,11 @@ def main():
         by = {r["strategy"]: r for r in rows if r["partition"] == part and r["label"] == r["strategy"]}
         d = by["dlion"]
         baselines = [b for b in BASELINES if b in by]
+        if not baselines:
+            continue
         # Accuracy at a budget compares runs of the same budget only.
         best_base = max((b for b in baselines if by[b]["budget_s"] == d["budget_s"]),
                         key=lambda b: by[b]["final_accuracy"][0], default=None)
-        if not baselines:
-            continue
         checks[part] = {
             "speedup_vs": {k: {b: ratio(by[b]["time_to_accuracy"][k][0], d["time_to_accuracy"][k][0]) for b in baselines}
                            for k in TARGETS},
